@@ -1,0 +1,17 @@
+# Two commands: `make run` serves the embedded default, `make test` runs the whole suite
+# (it starts its own throwaway PostgreSQL and Redis). The logic lives in scripts/.
+#
+#   make test ARGS="-k hello -x"   passes ARGS through to pytest
+
+ARGS ?=
+
+.PHONY: run worker test
+
+run:
+	bash scripts/run.sh
+
+worker:
+	bash scripts/worker.sh
+
+test:
+	bash scripts/test.sh $(ARGS)

@@ -1,0 +1,1 @@
+"""Load generator and fake upstream used for the published performance figures."""

@@ -1,0 +1,238 @@
+"""Threads, their messages and agent states, runs, the per-run event log and trace spans."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class ThreadStatus(models.TextChoices):
+    IDLE = "idle", "Idle"
+    RUNNING = "running", "Running"
+    INTERRUPTED = "interrupted", "Interrupted"
+    ARCHIVED = "archived", "Archived"
+
+
+class Thread(models.Model):
+    """A conversation, named by the client's own thread id."""
+
+    thread_id = models.CharField(max_length=255, unique=True)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="copilot_threads",
+    )
+    agent_name = models.CharField(max_length=255, default="default")
+    title = models.CharField(max_length=255, blank=True, default="")
+    metadata = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=16, choices=ThreadStatus, default=ThreadStatus.IDLE)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        indexes = [models.Index(fields=["owner", "-updated_at"], name="thread_owner_recent")]
+
+    def __str__(self) -> str:
+        return self.title or self.thread_id
+
+
+class MessageKind(models.TextChoices):
+    TEXT = "text", "Text"
+    ACTION_EXECUTION = "action_execution", "Action execution"
+    RESULT = "result", "Result"
+    AGENT_STATE = "agent_state", "Agent state"
+    IMAGE = "image", "Image"
+
+
+class MessageRole(models.TextChoices):
+    USER = "user", "User"
+    ASSISTANT = "assistant", "Assistant"
+    SYSTEM = "system", "System"
+    DEVELOPER = "developer", "Developer"
+    TOOL = "tool", "Tool"
+
+
+class MessageStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    SUCCESS = "success", "Success"
+    FAILED = "failed", "Failed"
+
+
+class Message(models.Model):
+    """One row per text message, per tool call (action execution) and per tool result.
+
+    ``position`` orders a thread densely. Rows are matched on the client's ``message_id``, so a
+    client resending its whole history never duplicates them; rows after a divergence in the
+    client's history are marked ``superseded``, never deleted.
+    """
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="messages")
+    position = models.PositiveIntegerField()
+    message_id = models.CharField(max_length=255)
+    kind = models.CharField(max_length=24, choices=MessageKind)
+    role = models.CharField(max_length=16, choices=MessageRole, blank=True, default="")
+    content = models.TextField(blank=True, default="")
+    action_name = models.CharField(max_length=255, blank=True, default="")
+    arguments = models.JSONField(null=True, blank=True)
+    parent_message_id = models.CharField(max_length=255, blank=True, default="")
+    action_execution_id = models.CharField(max_length=255, blank=True, default="")
+    result = models.TextField(blank=True, default="")
+    image_format = models.CharField(max_length=32, blank=True, default="")
+    image_bytes = models.TextField(blank=True, default="")
+    status = models.CharField(max_length=16, choices=MessageStatus, default=MessageStatus.SUCCESS)
+    status_reason = models.TextField(blank=True, default="")
+    superseded = models.BooleanField(default=False)
+    run = models.ForeignKey(
+        "Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages"
+    )
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["thread", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["thread", "message_id"], name="message_unique_id"),
+            models.UniqueConstraint(fields=["thread", "position"], name="message_unique_position"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.message_id}"
+
+
+class AgentState(models.Model):
+    """One snapshot of an agent's state on a thread; the newest row is the current state."""
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="agent_states")
+    agent_name = models.CharField(max_length=255)
+    state = models.JSONField(default=dict, blank=True)
+    config = models.JSONField(default=dict, blank=True)
+    node_name = models.CharField(max_length=255, blank=True, default="")
+    run_id = models.CharField(max_length=255, blank=True, default="")
+    active = models.BooleanField(default=False)
+    running = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["thread", "agent_name", "-id"]
+        indexes = [
+            models.Index(fields=["thread", "agent_name", "-id"], name="agentstate_latest"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent_name}@{self.thread_id}"
+
+
+class RunStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+    INTERRUPTED = "interrupted", "Interrupted"
+
+
+class Run(models.Model):
+    """One turn on a thread. v1 runs get a server id; v2 runs keep the client's ``runId``."""
+
+    FINISHED_STATUSES = (
+        RunStatus.SUCCEEDED,
+        RunStatus.FAILED,
+        RunStatus.CANCELLED,
+        RunStatus.INTERRUPTED,
+    )
+
+    id = models.CharField(primary_key=True, max_length=64)
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="runs")
+    agent_name = models.CharField(max_length=255, default="default")
+    protocol = models.CharField(max_length=16, default="graphql")
+    request_type = models.CharField(max_length=32, default="Chat")
+    previous_run_id = models.CharField(max_length=255, blank=True, default="")
+    status = models.CharField(max_length=16, choices=RunStatus, default=RunStatus.PENDING)
+    error_code = models.CharField(max_length=64, blank=True, default="")
+    error_details = models.JSONField(null=True, blank=True)
+    model = models.CharField(max_length=255, blank=True, default="")
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cached_input_tokens = models.PositiveIntegerField(default=0)
+    reasoning_tokens = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    first_token_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["thread", "-created_at"], name="run_thread_recent"),
+            models.Index(fields=["status", "-created_at"], name="run_status_recent"),
+        ]
+
+    def __str__(self) -> str:
+        return self.id
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in self.FINISHED_STATUSES
+
+    @property
+    def duration_ms(self) -> int | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return int((self.finished_at - self.started_at).total_seconds() * 1000)
+
+
+class RunEvent(models.Model):
+    """The durable, ordered log of a run's canonical events (consecutive ``seq`` from 1)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()
+    type = models.CharField(max_length=48)
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="runevent_unique_seq")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.seq} {self.type}"
+
+
+class SpanKind(models.TextChoices):
+    RUN = "run", "Run"
+    GENERATION = "generation", "Generation"
+    TOOL = "tool", "Tool"
+    GUARDRAIL = "guardrail", "Guardrail"
+    AGENT = "agent", "Agent"
+    REASONING = "reasoning", "Reasoning"
+
+
+class Span(models.Model):
+    """A trace span derived from a run's event stream."""
+
+    trace_id = models.CharField(max_length=32)
+    span_id = models.CharField(max_length=16)
+    parent_span_id = models.CharField(max_length=16, blank=True, default="")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="spans")
+    kind = models.CharField(max_length=16, choices=SpanKind)
+    name = models.CharField(max_length=255)
+    input = models.JSONField(null=True, blank=True)
+    output = models.JSONField(null=True, blank=True)
+    attributes = models.JSONField(default=dict, blank=True)
+    is_error = models.BooleanField(null=True)
+    is_complete = models.BooleanField(default=True)
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "started_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["trace_id", "span_id"], name="span_unique_id"),
+        ]
+        indexes = [models.Index(fields=["run", "started_at"], name="span_run_time")]
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.name}"

@@ -1,0 +1,1 @@
+"""Services: the only code that changes conversations (keyword-only, typed, transactional)."""

@@ -1,0 +1,163 @@
+"""Recording a client's history idempotently, and a run's output messages."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Max
+from django.utils import timezone
+
+from conversations.models import Message, MessageKind, Run, Thread
+from conversations.services.threads import title_from_text
+from copilot_runtime.engine.request import InputMessage
+
+# Client system/developer messages are instructions the frontend rebuilds, with a fresh id, on
+# every request: they reach the model but are not part of the stored conversation.
+_NOT_STORED_ROLES = frozenset({"system", "developer"})
+
+
+@dataclass(slots=True)
+class OutputMessage:
+    """A message the run produced, ready to store."""
+
+    message_id: str
+    kind: str
+    role: str = ""
+    content: str = ""
+    action_name: str = ""
+    arguments: Any = None
+    parent_message_id: str = ""
+    action_execution_id: str = ""
+    result: str = ""
+    status: str = "success"
+    status_reason: str = ""
+    created_at: Any = field(default_factory=timezone.now)
+
+
+def _stored_history(message: InputMessage) -> bool:
+    return not (message.kind == "text" and message.role in _NOT_STORED_ROLES)
+
+
+def _row_for_input(thread: Thread, message: InputMessage, position: int, run: Run) -> Message:
+    return Message(
+        thread=thread,
+        position=position,
+        message_id=message.id,
+        kind=message.kind,
+        role=message.role,
+        content=message.content,
+        action_name=message.action_name,
+        arguments=message.agent_state
+        if message.kind == MessageKind.AGENT_STATE
+        else message.arguments,
+        parent_message_id=message.parent_message_id,
+        action_execution_id=message.action_execution_id,
+        result=message.result,
+        image_format=message.image_format,
+        image_bytes=message.image_bytes,
+        run=run,
+        created_at=message.created_at or timezone.now(),
+    )
+
+
+def messages_sync_input(*, thread: Thread, messages: Iterable[InputMessage], run: Run) -> None:
+    """Store the client's history: new messages appended, known ones matched by id.
+
+    When the client's history diverges from what is stored (a regenerate or an edit), the
+    stored rows after the divergence are marked superseded, never deleted; the run then works
+    from the client's view.
+    """
+    history = [m for m in messages if _stored_history(m)]
+    for message in history:
+        if not message.id:  # a client may omit ids; never store a null one
+            message.id = f"ck-{uuid.uuid4()}"
+    current = list(
+        Message.objects.filter(thread=thread, superseded=False)
+        .exclude(kind=MessageKind.AGENT_STATE)
+        .order_by("position")
+        .values_list("message_id", flat=True)
+    )
+    matched = 0
+    while (
+        matched < len(current)
+        and matched < len(history)
+        and current[matched] == history[matched].id
+    ):
+        matched += 1
+    if matched < len(current) and matched < len(history):
+        Message.objects.filter(thread=thread, message_id__in=current[matched:]).update(
+            superseded=True
+        )
+    elif matched < len(current) and matched == len(history):
+        # The client sent a shorter history that is a prefix of ours (a regenerate of the
+        # last answer): what follows it is superseded by this run's output.
+        Message.objects.filter(thread=thread, message_id__in=current[matched:]).update(
+            superseded=True
+        )
+
+    known = set(
+        Message.objects.filter(
+            thread=thread, message_id__in=[m.id for m in history[matched:]]
+        ).values_list("message_id", flat=True)
+    )
+    next_position = _next_position(thread)
+    rows = []
+    for message in history[matched:]:
+        if message.id in known:
+            continue
+        known.add(message.id)
+        rows.append(_row_for_input(thread, message, next_position, run))
+        next_position += 1
+    if rows:
+        Message.objects.bulk_create(rows)
+    if not thread.title:
+        first_user = next((m for m in history if m.kind == "text" and m.role == "user"), None)
+        if first_user is not None and first_user.content.strip():
+            thread.title = title_from_text(first_user.content)
+            thread.save(update_fields=["title", "updated_at"])
+
+
+def _next_position(thread: Thread) -> int:
+    last = Message.objects.filter(thread=thread).aggregate(last=Max("position"))["last"]
+    return 0 if last is None else last + 1
+
+
+def messages_store_output(*, run: Run, messages: list[OutputMessage]) -> None:
+    """Append a run's output messages to its thread, in order (idempotent on message id)."""
+    if not messages:
+        return
+    thread = run.thread
+    existing = set(
+        Message.objects.filter(
+            thread=thread, message_id__in=[m.message_id for m in messages]
+        ).values_list("message_id", flat=True)
+    )
+    position = _next_position(thread)
+    rows = []
+    for message in messages:
+        if message.message_id in existing:
+            continue
+        rows.append(
+            Message(
+                thread=thread,
+                position=position,
+                message_id=message.message_id,
+                kind=message.kind,
+                role=message.role,
+                content=message.content,
+                action_name=message.action_name,
+                arguments=message.arguments,
+                parent_message_id=message.parent_message_id,
+                action_execution_id=message.action_execution_id,
+                result=message.result,
+                status=message.status,
+                status_reason=message.status_reason,
+                run=run,
+                created_at=message.created_at,
+            )
+        )
+        position += 1
+    Message.objects.bulk_create(rows)

@@ -1,0 +1,136 @@
+"""Runs: created for a turn, moved through their statuses, their event log appended."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from conversations.models import AgentState, Run, RunEvent, RunStatus, Thread, ThreadStatus
+from conversations.services.messages import OutputMessage, messages_store_output
+from copilot_runtime.errors import CopilotKitError, ErrorCode
+
+ACTIVE_STATUSES = (RunStatus.PENDING, RunStatus.RUNNING)
+
+
+class ThreadBusy(CopilotKitError):
+    def __init__(self, thread_id: str) -> None:
+        super().__init__(
+            f"Thread '{thread_id}' is still answering a previous request; wait for it to "
+            "finish or stop it first.",
+            code=ErrorCode.THREAD_BUSY,
+        )
+
+
+@dataclass(slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
+
+
+@dataclass(slots=True)
+class LoggedEvent:
+    seq: int
+    type: str
+    payload: dict[str, Any]
+
+
+def new_run_id() -> str:
+    return str(uuid.uuid4())
+
+
+def check_thread_not_busy(*, thread: Thread) -> None:
+    if Run.objects.filter(thread=thread, status__in=ACTIVE_STATUSES).exists():
+        raise ThreadBusy(thread.thread_id)
+
+
+def run_create(
+    *,
+    thread: Thread,
+    agent_name: str,
+    protocol: str,
+    request_type: str,
+    previous_run_id: str | None,
+    run_id: str | None = None,
+) -> Run:
+    run = Run.objects.create(
+        id=run_id or new_run_id(),
+        thread=thread,
+        agent_name=agent_name,
+        protocol=protocol,
+        request_type=request_type,
+        previous_run_id=previous_run_id or "",
+    )
+    Thread.objects.filter(pk=thread.pk).update(
+        status=ThreadStatus.RUNNING, updated_at=timezone.now()
+    )
+    return run
+
+
+def run_mark_running(*, run_id: str, model: str) -> bool:
+    """pending -> running. False when the run is not pending (already started, or stopped)."""
+    now = timezone.now()
+    return bool(
+        Run.objects.filter(pk=run_id, status=RunStatus.PENDING).update(
+            status=RunStatus.RUNNING, started_at=now, heartbeat_at=now, model=model
+        )
+    )
+
+
+@transaction.atomic
+def run_record_progress(
+    *,
+    run_id: str,
+    events: list[LoggedEvent],
+    messages: list[OutputMessage],
+    agent_states: list[dict[str, Any]],
+    first_token_at: dt.datetime | None = None,
+) -> None:
+    """One batch of a run's progress: log entries, finished output messages, state snapshots."""
+    if events:
+        RunEvent.objects.bulk_create(
+            [RunEvent(run_id=run_id, seq=e.seq, type=e.type, payload=e.payload) for e in events]
+        )
+    run = Run.objects.select_related("thread").get(pk=run_id)
+    if messages:
+        messages_store_output(run=run, messages=messages)
+    if agent_states:
+        AgentState.objects.bulk_create(
+            [AgentState(thread=run.thread, **snapshot) for snapshot in agent_states]
+        )
+    updates: dict[str, Any] = {"heartbeat_at": timezone.now()}
+    if first_token_at is not None:
+        updates["first_token_at"] = first_token_at
+    Run.objects.filter(pk=run_id).update(**updates)
+
+
+@transaction.atomic
+def run_finish(
+    *,
+    run_id: str,
+    status: str,
+    usage: Usage,
+    error_code: str = "",
+    error_details: dict[str, Any] | None = None,
+) -> None:
+    run = Run.objects.select_for_update().select_related("thread").get(pk=run_id)
+    run.status = status
+    run.error_code = error_code
+    run.error_details = error_details
+    run.finished_at = timezone.now()
+    run.input_tokens = F("input_tokens") + usage.input_tokens
+    run.output_tokens = F("output_tokens") + usage.output_tokens
+    run.cached_input_tokens = F("cached_input_tokens") + usage.cached_input_tokens
+    run.reasoning_tokens = F("reasoning_tokens") + usage.reasoning_tokens
+    run.save()
+    thread_status = (
+        ThreadStatus.INTERRUPTED if status == RunStatus.INTERRUPTED else ThreadStatus.IDLE
+    )
+    Thread.objects.filter(pk=run.thread_id).update(status=thread_status, updated_at=timezone.now())

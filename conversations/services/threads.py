@@ -1,0 +1,46 @@
+"""Threads: found or created for a caller, with ownership."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+
+from conversations.models import Thread
+from copilot_runtime.errors import CopilotKitError, ErrorCode
+
+TITLE_LENGTH = 80
+
+
+class ThreadNotAvailable(CopilotKitError):
+    """The thread id belongs to someone else. Said without confirming that it exists."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "This threadId cannot be used by this caller; start a new thread.",
+            code=ErrorCode.BAD_REQUEST,
+        )
+
+
+def thread_is_visible_to(thread: Thread, user: AbstractBaseUser | AnonymousUser) -> bool:
+    """Owners see their threads; anonymous threads are visible to anonymous callers only."""
+    if thread.owner_id is None:
+        return not user.is_authenticated
+    return user.is_authenticated and thread.owner_id == user.pk
+
+
+def thread_get_or_create_for_turn(
+    *, thread_id: str, user: AbstractBaseUser | AnonymousUser, agent_name: str
+) -> Thread:
+    """The caller's thread ``thread_id``, created on first use. Call inside a transaction:
+    the row is locked so two requests on one thread are serialised."""
+    owner = user if user.is_authenticated else None
+    thread, _created = Thread.objects.select_for_update().get_or_create(
+        thread_id=thread_id, defaults={"owner": owner, "agent_name": agent_name}
+    )
+    if not thread_is_visible_to(thread, user):
+        raise ThreadNotAvailable()
+    return thread
+
+
+def title_from_text(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= TITLE_LENGTH else line[: TITLE_LENGTH - 1] + "…"

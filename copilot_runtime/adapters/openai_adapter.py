@@ -1,0 +1,186 @@
+"""The OpenAI-compatible adapter (OpenAI, Azure, vLLM, Ollama... through ``OPENAI_BASE_URL``).
+
+The ``openai`` package configures the client, shapes the request, retries and types the
+errors; the stream itself is read raw and parsed with orjson, because the package's typed
+chunk objects cost more per token than everything else on the hot path together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import openai
+import orjson
+
+from copilot_runtime.adapters.base import (
+    FinishChunk,
+    ModelChunk,
+    ModelRequest,
+    TextChunk,
+    ToolCallChunk,
+    UpstreamError,
+    UsageChunk,
+)
+
+_DATA_PREFIX = b"data: "
+_DONE = b"[DONE]"
+
+
+def _retry_after(error: openai.APIStatusError) -> float | None:
+    raw = error.response.headers.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        return None
+
+
+def _upstream_message(error: openai.APIStatusError) -> str:
+    body = error.body
+    if isinstance(body, dict):
+        inner = body.get("error") if isinstance(body.get("error"), dict) else body
+        message = inner.get("message") if isinstance(inner, dict) else None
+        if message:
+            return str(message)
+    return error.message
+
+
+def upstream_error_from(error: Exception) -> UpstreamError:
+    """A structured error for anything the ``openai`` client raised."""
+    if isinstance(error, openai.RateLimitError):
+        return UpstreamError(
+            f"The model service is rate limiting requests: {_upstream_message(error)}",
+            code="UPSTREAM_RATE_LIMITED",
+            status_code=error.status_code,
+            retry_after=_retry_after(error),
+        )
+    if isinstance(error, openai.APIStatusError):
+        kind = "UPSTREAM_CLIENT_ERROR" if error.status_code < 500 else "UPSTREAM_SERVER_ERROR"
+        return UpstreamError(
+            f"The model service answered HTTP {error.status_code}: {_upstream_message(error)}",
+            code=kind,
+            status_code=error.status_code,
+        )
+    if isinstance(error, openai.APITimeoutError):
+        return UpstreamError("The model service did not answer in time.", code="UPSTREAM_TIMEOUT")
+    if isinstance(error, openai.APIConnectionError):
+        return UpstreamError(
+            "The model service could not be reached (connection failed).",
+            code="UPSTREAM_UNREACHABLE",
+        )
+    return UpstreamError("The model service failed unexpectedly.", code="UPSTREAM_ERROR")
+
+
+def _request_body(request: ModelRequest, default_model: str) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": request.model or default_model,
+        "messages": request.messages,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if request.tools:
+        body["tools"] = request.tools
+        if request.tool_choice is not None:
+            body["tool_choice"] = request.tool_choice
+        if request.parallel_tool_calls is not None:
+            body["parallel_tool_calls"] = request.parallel_tool_calls
+    if request.max_tokens is not None:
+        body["max_tokens"] = request.max_tokens
+    if request.stop:
+        body["stop"] = request.stop
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    return body
+
+
+def parse_chunk(line: bytes) -> list[ModelChunk]:
+    """The model chunks in one SSE ``data:`` line of a chat completion stream."""
+    payload = orjson.loads(line)
+    chunks: list[ModelChunk] = []
+    if isinstance(payload, dict) and payload.get("error"):
+        error = payload["error"]
+        message = error.get("message") if isinstance(error, dict) else str(error)
+        raise UpstreamError(
+            f"The model service failed mid-stream: {message}", code="UPSTREAM_ERROR"
+        )
+    for choice in payload.get("choices") or ():
+        delta = choice.get("delta") or {}
+        content = delta.get("content")
+        if content:
+            chunks.append(TextChunk(content))
+        for call in delta.get("tool_calls") or ():
+            function = call.get("function") or {}
+            chunks.append(
+                ToolCallChunk(
+                    index=call.get("index", 0),
+                    id=call.get("id"),
+                    name=function.get("name"),
+                    arguments_delta=function.get("arguments") or "",
+                )
+            )
+        if choice.get("finish_reason"):
+            chunks.append(FinishChunk(choice["finish_reason"]))
+    usage = payload.get("usage")
+    if usage:
+        chunks.append(
+            UsageChunk(
+                input_tokens=usage.get("prompt_tokens") or 0,
+                output_tokens=usage.get("completion_tokens") or 0,
+                cached_input_tokens=(usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+                or 0,
+                reasoning_tokens=(usage.get("completion_tokens_details") or {}).get(
+                    "reasoning_tokens"
+                )
+                or 0,
+            )
+        )
+    return chunks
+
+
+class OpenAIAdapter:
+    name = "openai"
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        base_url: str | None,
+        model: str,
+        timeout: float,
+        max_retries: int,
+    ) -> None:
+        self.default_model = model
+        self._client = openai.AsyncOpenAI(
+            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries
+        )
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
+        body = _request_body(request, self.default_model)
+        create = self._client.chat.completions.with_streaming_response.create
+        try:
+            async with create(**body) as response:
+                async for line in response.iter_lines():
+                    if not line.startswith("data: "):
+                        continue
+                    data = line[6:].encode()
+                    if data == _DONE:
+                        break
+                    for chunk in parse_chunk(data):
+                        yield chunk
+        except UpstreamError:
+            raise
+        except openai.OpenAIError as exc:
+            raise upstream_error_from(exc) from exc
+        except orjson.JSONDecodeError as exc:
+            raise UpstreamError(
+                "The model service sent a malformed stream chunk.", code="UPSTREAM_BAD_STREAM"
+            ) from exc
+        except (httpx.HTTPError, OSError) as exc:
+            # httpx raises its own transport errors (RemoteProtocolError...) when a stream is cut.
+            raise UpstreamError(
+                "The model service closed the stream before it finished.",
+                code="UPSTREAM_STREAM_CUT",
+            ) from exc

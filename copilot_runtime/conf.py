@@ -1,0 +1,90 @@
+"""The runtime's own configuration: one ``COPILOT_RUNTIME`` dict with defaults.
+
+The apps (``conversations``, ``agents`` and the engine packages) read every product setting
+through :func:`runtime_setting`, never from the project's settings module directly, so they
+can be installed into an existing Django project. Any key may be overridden from the
+environment as ``COPILOT_RUNTIME_<KEY>``: JSON values are parsed (``true``, ``10``,
+``["a"]``), list-typed settings also accept a comma-separated string, anything else is kept
+as a string.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import cache
+from typing import Any
+
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+DEFAULTS: dict[str, Any] = {
+    # Who may call the runtime without a session or a bearer token.
+    "ALLOW_ANONYMOUS": True,
+    # Browser origins served cross-origin (CORS) and trusted for cookie-authenticated POSTs.
+    "CORS_ALLOWED_ORIGINS": [],
+    # Requests larger than this are refused with 413.
+    "MAX_BODY_BYTES": 10 * 1024 * 1024,
+    # Agents besides ``default``: {name: {"description": ..., "kind": ..., ...}}.
+    "AGENTS": {},
+    # Server-side actions: dotted paths of callables or of action specs.
+    "ACTIONS": [],
+    # Cap on model calls in one turn's tool loop.
+    "MAX_ITERATIONS": 10,
+    # ``inline`` (in-process asyncio task) or ``celery``.
+    "EXECUTOR": "inline",
+    # What a dropped v1 HTTP stream does to its run: ``cancel`` or ``continue``.
+    "ON_DISCONNECT": "cancel",
+    # A second request on a running thread: ``reject`` (THREAD_BUSY).
+    "THREAD_BUSY_POLICY": "reject",
+    # Dotted paths of middleware hooks, or None.
+    "ON_BEFORE_REQUEST": None,
+    "ON_AFTER_REQUEST": None,
+    # Model service: ``auto`` picks ``openai`` when an API key is configured, else ``demo``.
+    "MODEL_ADAPTER": "auto",
+    "OPENAI_API_KEY": "",
+    "OPENAI_BASE_URL": "",
+    "OPENAI_MODEL": "gpt-4o-mini",
+    "OPENAI_TIMEOUT_SECONDS": 60.0,
+    "OPENAI_MAX_RETRIES": 2,
+    # Event log batching: flush coalesced deltas after this many milliseconds.
+    "EVENT_FLUSH_MS": 30,
+}
+
+_ENV_PREFIX = "COPILOT_RUNTIME_"
+
+
+def _parse_env(raw: str, default: Any) -> Any:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = raw
+    if isinstance(default, list) and isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    if isinstance(default, bool) and isinstance(value, str):
+        return value.strip().lower() in {"1", "true", "yes", "on"}
+    return value
+
+
+@cache
+def runtime_settings() -> dict[str, Any]:
+    """All runtime settings: defaults, then the project's dict, then the environment."""
+    merged = dict(DEFAULTS)
+    merged.update(getattr(settings, "COPILOT_RUNTIME", {}) or {})
+    for name, raw in os.environ.items():
+        if name.startswith(_ENV_PREFIX):
+            key = name[len(_ENV_PREFIX) :]
+            merged[key] = _parse_env(raw, merged.get(key))
+    return merged
+
+
+def runtime_setting(key: str) -> Any:
+    return runtime_settings()[key]
+
+
+@receiver(setting_changed)
+def _forget_cached_settings(*, setting: str, **_: Any) -> None:
+    # Tests change COPILOT_RUNTIME with override_settings; re-read it next time.
+    if setting == "COPILOT_RUNTIME":
+        runtime_settings.cache_clear()

@@ -1,0 +1,1 @@
+"""One turn: the request model, the tool loop, server actions, and the run it records."""

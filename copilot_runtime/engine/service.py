@@ -1,0 +1,127 @@
+"""Starting a turn: record the request, create the run, hand it to the executor.
+
+Protocol surfaces (the GraphQL resolver, later the AG-UI views and websocket subscriptions)
+call ``turn_start`` and then watch the run; they never touch the engine directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import dataclasses
+import uuid
+from dataclasses import dataclass
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import transaction
+
+from agents.registry import agent_get
+from conversations.models import RunStatus
+from conversations.services.messages import messages_sync_input
+from conversations.services.runs import Usage, check_thread_not_busy, run_create, run_finish
+from conversations.services.threads import thread_get_or_create_for_turn
+from copilot_runtime.engine.execute import run_execute
+from copilot_runtime.engine.hooks import RequestHookContext, call_before_request
+from copilot_runtime.engine.live import LiveRun, live_run_forget, live_run_register
+from copilot_runtime.engine.request import TurnRequest
+from copilot_runtime.errors import CopilotKitError, ErrorCode
+from copilot_runtime.events import Event
+
+
+@dataclass(frozen=True)
+class PreparedTurn:
+    run_id: str
+    thread_id: str
+
+
+@dataclass(frozen=True)
+class StartedTurn:
+    run_id: str
+    thread_id: str
+    live: LiveRun
+    # Registered before the run starts, so the caller sees every event.
+    events: asyncio.Queue[Event | None]
+
+
+def check_agent_runnable(*, agent_name: str) -> None:
+    agent = agent_get(agent_name)
+    if agent.kind != "chat":
+        raise CopilotKitError(
+            f"Agent '{agent_name}' is of kind '{agent.kind}', which this runtime cannot run yet.",
+            code=ErrorCode.CONFIGURATION_ERROR,
+        )
+
+
+@transaction.atomic
+def turn_prepare(
+    *, user: AbstractBaseUser | AnonymousUser, request: TurnRequest, protocol: str
+) -> PreparedTurn:
+    """Record the thread, the client's messages and a pending run, in one transaction."""
+    check_agent_runnable(agent_name=request.agent_name)
+    thread_id = request.thread_id or str(uuid.uuid4())
+    thread = thread_get_or_create_for_turn(
+        thread_id=thread_id, user=user, agent_name=request.agent_name
+    )
+    check_thread_not_busy(thread=thread)
+    run = run_create(
+        thread=thread,
+        agent_name=request.agent_name,
+        protocol=protocol,
+        request_type=request.request_type,
+        previous_run_id=request.previous_run_id,
+    )
+    messages_sync_input(thread=thread, messages=request.messages, run=run)
+    return PreparedTurn(run_id=run.id, thread_id=thread_id)
+
+
+async def turn_start(
+    *, user: AbstractBaseUser | AnonymousUser, request: TurnRequest, protocol: str
+) -> StartedTurn:
+    """Prepare the run and start executing it in this process; watch ``live`` for events."""
+    prepared = await sync_to_async(turn_prepare)(user=user, request=request, protocol=protocol)
+    try:
+        await call_before_request(
+            RequestHookContext(
+                thread_id=prepared.thread_id,
+                run_id=prepared.run_id,
+                input_messages=[dataclasses.asdict(m) for m in request.messages],
+                properties=request.properties,
+                url=request.frontend_url,
+            )
+        )
+    except Exception as exc:
+        await sync_to_async(run_finish)(
+            run_id=prepared.run_id,
+            status=RunStatus.FAILED,
+            usage=Usage(),
+            error_code="BEFORE_REQUEST_HOOK_FAILED",
+            error_details={"message": str(exc)},
+        )
+        raise CopilotKitError(
+            "The request was refused by the runtime's on_before_request hook.",
+            code=ErrorCode.UNKNOWN,
+        ) from exc
+    live = live_run_register(prepared.run_id)
+    events = live.watch()
+
+    async def execute() -> None:
+        try:
+            await run_execute(
+                run_id=prepared.run_id,
+                thread_id=prepared.thread_id,
+                request=request,
+                publish=live.publish,
+            )
+        finally:
+            live.close()
+            live_run_forget(prepared.run_id)
+
+    # A fresh context: the run outlives the request, and must not inherit the request's
+    # thread-sensitive executor, which Django shuts down when the response ends.
+    live.task = asyncio.create_task(
+        execute(), name=f"run:{prepared.run_id}", context=contextvars.Context()
+    )
+    return StartedTurn(
+        run_id=prepared.run_id, thread_id=prepared.thread_id, live=live, events=events
+    )

@@ -1,0 +1,153 @@
+"""The canonical event model of a turn.
+
+Every turn, whatever runs it (the chat engine, an agent), produces one ordered stream of these
+events. Everything else is derived from that stream: the persisted messages, the run's event
+log, usage, spans, and each protocol's wire format. Events are small slotted dataclasses
+because the hot path creates one per token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+
+@dataclass(slots=True)
+class Event:
+    type: ClassVar[str] = "event"
+
+    def to_payload(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class TextStart(Event):
+    type: ClassVar[str] = "text_start"
+    message_id: str
+    parent_message_id: str | None = None
+    role: str = "assistant"
+
+
+@dataclass(slots=True)
+class TextDelta(Event):
+    type: ClassVar[str] = "text_delta"
+    message_id: str
+    delta: str
+
+
+@dataclass(slots=True)
+class TextEnd(Event):
+    type: ClassVar[str] = "text_end"
+    message_id: str
+
+
+@dataclass(slots=True)
+class ActionStart(Event):
+    type: ClassVar[str] = "action_start"
+    action_execution_id: str
+    action_name: str
+    parent_message_id: str | None = None
+
+
+@dataclass(slots=True)
+class ActionArgs(Event):
+    type: ClassVar[str] = "action_args"
+    action_execution_id: str
+    delta: str
+
+
+@dataclass(slots=True)
+class ActionEnd(Event):
+    type: ClassVar[str] = "action_end"
+    action_execution_id: str
+
+
+@dataclass(slots=True)
+class ActionResult(Event):
+    type: ClassVar[str] = "action_result"
+    action_execution_id: str
+    action_name: str
+    result: str
+    is_error: bool = False
+
+
+@dataclass(slots=True)
+class AgentStateSnapshot(Event):
+    type: ClassVar[str] = "agent_state"
+    thread_id: str
+    agent_name: str
+    state: dict[str, Any]
+    node_name: str = ""
+    run_id: str = ""
+    active: bool = True
+    running: bool = True
+    role: str = "assistant"
+
+
+@dataclass(slots=True)
+class MetaEvent(Event):
+    type: ClassVar[str] = "meta_event"
+    name: str
+    value: Any = None
+    data: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class GenerationStart(Event):
+    """A model call begins (one per iteration of the tool loop)."""
+
+    type: ClassVar[str] = "generation_start"
+    model: str
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class GenerationEnd(Event):
+    """A model call ended, with the usage the provider reported for it."""
+
+    type: ClassVar[str] = "generation_end"
+    model: str
+    finish_reason: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
+
+
+@dataclass(slots=True)
+class RunError(Event):
+    type: ClassVar[str] = "run_error"
+    message: str
+    code: str = "UNKNOWN"
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class RunFinished(Event):
+    type: ClassVar[str] = "run_finished"
+    status: str = "succeeded"
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.type: cls
+    for cls in (
+        TextStart,
+        TextDelta,
+        TextEnd,
+        ActionStart,
+        ActionArgs,
+        ActionEnd,
+        ActionResult,
+        AgentStateSnapshot,
+        MetaEvent,
+        GenerationStart,
+        GenerationEnd,
+        RunError,
+        RunFinished,
+    )
+}
+
+
+def event_from_payload(event_type: str, payload: dict[str, Any]) -> Event:
+    """Rebuild an event from the run's log."""
+    return EVENT_TYPES[event_type](**payload)

@@ -1,0 +1,49 @@
+"""``availableAgents`` and ``loadAgentState``."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import orjson
+import strawberry
+from asgiref.sync import sync_to_async
+
+from agents.registry import agent_get, agent_list
+from copilot_runtime.graphql.context import RuntimeContext
+from copilot_runtime.graphql.types.agents import Agent, AgentsResponse, LoadAgentStateResponse
+from copilot_runtime.graphql.types.inputs import LoadAgentStateInput
+
+
+def resolve_available_agents() -> AgentsResponse:
+    return AgentsResponse(
+        agents=[
+            Agent(id=agent.id, name=agent.name, description=agent.description)
+            for agent in agent_list()
+        ]
+    )
+
+
+async def resolve_load_agent_state(
+    info: strawberry.Info[RuntimeContext, None], data: LoadAgentStateInput
+) -> LoadAgentStateResponse:
+    # Unknown agent: AgentNotFoundError, answered as an AGENT_NOT_FOUND GraphQL error.
+    agent_get(data.agent_name)
+    # Imported here: the selectors module belongs to the conversations app and may import
+    # models, which must not load while the schema is being built.
+    selectors = importlib.import_module("conversations.selectors")
+    loaded = await sync_to_async(selectors.agent_state_load)(
+        thread_id=data.thread_id, agent_name=data.agent_name, user=info.context.user
+    )
+    return LoadAgentStateResponse(
+        thread_id=loaded.thread_id,
+        thread_exists=loaded.thread_exists,
+        state=_json_text(loaded.state, empty="{}"),
+        messages=_json_text(loaded.messages, empty="[]"),
+    )
+
+
+def _json_text(value: Any, *, empty: str) -> str:
+    if not value:
+        return empty
+    return orjson.dumps(value).decode()

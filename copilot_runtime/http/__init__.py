@@ -1,0 +1,1 @@
+"""The HTTP surface of the runtime: one endpoint, health checks, auth, CORS."""

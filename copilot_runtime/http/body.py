@@ -1,0 +1,57 @@
+"""Reading the JSON body of a runtime request, with every transport-level refusal."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponse
+
+from copilot_runtime.conf import runtime_setting
+from copilot_runtime.http.responses import json_error
+
+_JSON_CONTENT_TYPES = ("application/json", "application/graphql-response+json", "text/plain")
+
+
+@dataclass(frozen=True)
+class JsonBody:
+    value: Any
+
+
+def _too_large(limit: int) -> HttpResponse:
+    return json_error(
+        413, "payload_too_large", f"The request body is larger than the limit of {limit} bytes."
+    )
+
+
+def check_json_body(request: HttpRequest) -> JsonBody | HttpResponse:
+    """The parsed JSON body, or the response refusing it (413, 415 or 400)."""
+    limit = int(runtime_setting("MAX_BODY_BYTES"))
+    declared = request.headers.get("Content-Length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        return _too_large(limit)
+    try:
+        raw = request.body
+    except RequestDataTooBig:
+        return _too_large(limit)
+    if len(raw) > limit:
+        return _too_large(limit)
+
+    content_type = (request.content_type or "").lower()
+    declared_json = content_type.endswith("json") or content_type in _JSON_CONTENT_TYPES
+    if not declared_json:
+        # Only JSON is spoken here; text/plain is tolerated because fetch() without headers
+        # sends it, and it is still parsed as JSON.
+        return json_error(
+            415,
+            "unsupported_media_type",
+            "The runtime accepts JSON request bodies only (Content-Type: application/json).",
+        )
+    if not raw.strip():
+        return json_error(400, "invalid_request", "The request body is empty; JSON was expected.")
+    try:
+        return JsonBody(orjson.loads(raw))
+    except orjson.JSONDecodeError as exc:
+        return json_error(400, "invalid_json", f"The request body is not valid JSON: {exc}")

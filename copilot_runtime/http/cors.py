@@ -1,0 +1,84 @@
+"""CORS for the runtime endpoint, with the allow-list from ``COPILOT_RUNTIME``.
+
+Small and local on purpose: CopilotKit frontends send arbitrary custom ``x-*`` headers (from
+``<CopilotKit headers>``), so a preflight must echo the requested headers back, which the
+usual fixed header lists cannot express.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+
+from asgiref.sync import markcoroutinefunction
+from django.http import HttpRequest, HttpResponse
+
+from copilot_runtime.conf import runtime_setting
+
+RUNTIME_PATH_PREFIX = "/api/copilotkit"
+_ALLOWED_METHODS = "GET, POST, PATCH, DELETE, OPTIONS"
+_EXPOSED_HEADERS = "Content-Type"
+_PREFLIGHT_MAX_AGE = "600"
+
+
+def _allowed_origin(request: HttpRequest) -> str | None:
+    origin = request.headers.get("Origin")
+    if not origin or not request.path.startswith(RUNTIME_PATH_PREFIX):
+        return None
+    allowed = runtime_setting("CORS_ALLOWED_ORIGINS") or []
+    if "*" in allowed or origin in allowed:
+        return origin
+    return None
+
+
+def _decorate(response: HttpResponse, origin: str) -> HttpResponse:
+    response["Access-Control-Allow-Origin"] = origin
+    response["Access-Control-Allow-Credentials"] = "true"
+    response["Access-Control-Expose-Headers"] = _EXPOSED_HEADERS
+    vary = response.get("Vary")
+    response["Vary"] = f"{vary}, Origin" if vary else "Origin"
+    return response
+
+
+def _preflight(request: HttpRequest, origin: str) -> HttpResponse:
+    response = HttpResponse(status=204)
+    response["Access-Control-Allow-Methods"] = _ALLOWED_METHODS
+    requested = request.headers.get("Access-Control-Request-Headers")
+    response["Access-Control-Allow-Headers"] = requested or "content-type, authorization"
+    response["Access-Control-Max-Age"] = _PREFLIGHT_MAX_AGE
+    return _decorate(response, origin)
+
+
+def _is_preflight(request: HttpRequest) -> bool:
+    return request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers
+
+
+class RuntimeCorsMiddleware:
+    """Answers preflights and decorates runtime responses for allowed origins."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(
+        self, get_response: Callable[[HttpRequest], HttpResponse | Awaitable[HttpResponse]]
+    ) -> None:
+        self.get_response = get_response
+        self.is_async = inspect.iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
+        if self.is_async:
+            return self.__acall__(request)
+        origin = _allowed_origin(request)
+        if origin and _is_preflight(request):
+            return _preflight(request, origin)
+        response = self.get_response(request)
+        return _decorate(response, origin) if origin else response
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponse:
+        origin = _allowed_origin(request)
+        if origin and _is_preflight(request):
+            return _preflight(request, origin)
+        response = await self.get_response(request)
+        return _decorate(response, origin) if origin else response

@@ -1,0 +1,50 @@
+"""``/api/copilotkit``: one URL for both CopilotKit protocols.
+
+A POST whose JSON body has ``query`` is GraphQL (v1); one with ``method`` is the v2
+single-route envelope; JSON with neither is a 400, a non-JSON body a 415. Sub-paths
+(``/info``, ``/agent/...``, ``/threads...``) are the v2 REST routes.
+"""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from copilot_runtime.auth import AuthenticationFailed, resolve_caller
+from copilot_runtime.http.body import JsonBody, check_json_body
+from copilot_runtime.http.graphql_http import graphql_auth_error, serve_graphql
+from copilot_runtime.http.responses import json_error
+
+
+@csrf_exempt
+async def copilotkit_endpoint(request: HttpRequest) -> HttpResponse:
+    if request.method != "POST":
+        response = json_error(405, "Method not allowed")
+        response["Allow"] = "POST"
+        return response
+
+    parsed = check_json_body(request)
+    if not isinstance(parsed, JsonBody):
+        return parsed
+    body = parsed.value
+    if not isinstance(body, dict) or not ({"query", "method"} & body.keys()):
+        return json_error(
+            400,
+            "invalid_request",
+            "Expected a JSON object with 'query' (GraphQL) or 'method' (single-route envelope).",
+        )
+
+    if "query" in body:
+        try:
+            caller = await resolve_caller(request)
+        except AuthenticationFailed as exc:
+            return graphql_auth_error(exc)
+        return await serve_graphql(request, body=body, caller=caller)
+
+    method = body.get("method")
+    return json_error(400, "invalid_request", f"Unsupported method '{method}'")
+
+
+@csrf_exempt
+async def copilotkit_subpath(request: HttpRequest, subpath: str) -> HttpResponse:
+    return json_error(404, "Not found")

@@ -1,0 +1,144 @@
+"""GraphQL over HTTP: content negotiation, JSON answers and incremental streams.
+
+Queries answer plain JSON. Operations using ``@defer``/``@stream`` stream as
+``multipart/mixed; boundary="-"`` when the client accepts it, else as SSE, else 406, as the
+TypeScript runtime (graphql-yoga) does. GraphQL-level errors are HTTP 200 with ``errors``:
+the CopilotKit client throws on any 4xx.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+
+from copilot_runtime.auth import Caller
+from copilot_runtime.errors import CopilotKitError, ErrorCode, error_extensions
+from copilot_runtime.graphql import transport
+from copilot_runtime.graphql.context import RuntimeContext
+from copilot_runtime.graphql.execution import prepare_operation
+from copilot_runtime.graphql.fastpath import match_fast_operation
+from copilot_runtime.http.responses import STREAM_HEADERS, json_response
+
+_GRAPHQL_JSON = "application/graphql-response+json; charset=utf-8"
+
+
+def _json_content_type(request: HttpRequest) -> str:
+    accept = request.headers.get("Accept", "")
+    if "application/graphql-response+json" in accept or not accept:
+        return _GRAPHQL_JSON
+    return "application/json"
+
+
+def graphql_json(request: HttpRequest, payload: dict[str, Any]) -> HttpResponse:
+    return json_response(payload, content_type=_json_content_type(request))
+
+
+def _request_error(request: HttpRequest, message: str) -> HttpResponse:
+    return graphql_json(
+        request,
+        {"errors": [{"message": message, "extensions": error_extensions(ErrorCode.BAD_REQUEST)}]},
+    )
+
+
+def graphql_auth_error(error: CopilotKitError) -> HttpResponse:
+    payload = {
+        "errors": [{"message": error.message, "extensions": error.extensions()}],
+        "data": None,
+    }
+    return json_response(payload, content_type=_GRAPHQL_JSON)
+
+
+def _streaming_response(payloads: AsyncIterator[dict[str, Any]], *, mode: str) -> HttpResponse:
+    if mode == "multipart":
+
+        async def body() -> AsyncIterator[bytes]:
+            yield transport.multipart_preamble()
+            async for payload in payloads:
+                yield transport.multipart_part(payload)
+            yield transport.multipart_end()
+
+        content_type = transport.MULTIPART_CONTENT_TYPE
+    else:
+
+        async def body() -> AsyncIterator[bytes]:
+            async for payload in payloads:
+                yield transport.sse_next(payload)
+            yield transport.sse_complete()
+
+        content_type = transport.SSE_CONTENT_TYPE
+
+    response = StreamingHttpResponse(body(), content_type=content_type)
+    for name, value in STREAM_HEADERS.items():
+        response[name] = value
+    return response
+
+
+def _negotiate_stream(request: HttpRequest) -> str | None:
+    accept = request.headers.get("Accept", "")
+    if transport.accepts_multipart(accept):
+        return "multipart"
+    if transport.accepts_sse(accept):
+        return "sse"
+    return None
+
+
+async def serve_graphql(
+    request: HttpRequest, *, body: dict[str, Any], caller: Caller
+) -> HttpResponse:
+    query = body.get("query")
+    variables = body.get("variables")
+    operation_name = body.get("operationName")
+    if not isinstance(query, str):
+        return _request_error(request, "'query' must be a string holding a GraphQL document.")
+    if variables is not None and not isinstance(variables, dict):
+        return _request_error(request, "'variables' must be a JSON object.")
+    if operation_name is not None and not isinstance(operation_name, str):
+        return _request_error(request, "'operationName' must be a string.")
+
+    prepared = prepare_operation(query=query, variables=variables, operation_name=operation_name)
+    if isinstance(prepared, list):
+        return graphql_json(request, {"errors": prepared})
+    if prepared.operation_type == "subscription":
+        return _request_error(
+            request, "Subscriptions are served over the websocket at /api/copilotkit."
+        )
+
+    context = RuntimeContext(
+        request=request,
+        user=caller.user,
+        headers={name.lower(): value for name, value in request.headers.items()},
+        extra={"caller": caller},
+    )
+
+    mode = None
+    if prepared.is_incremental:
+        mode = _negotiate_stream(request)
+        if mode is None:
+            response = graphql_json(
+                request,
+                {
+                    "errors": [
+                        {
+                            "message": "This operation streams (@defer/@stream): accept "
+                            "multipart/mixed or text/event-stream.",
+                            "extensions": error_extensions(ErrorCode.BAD_REQUEST),
+                        }
+                    ]
+                },
+            )
+            response.status_code = 406
+            response["Accept"] = "text/event-stream; charset=utf-8, multipart/mixed"
+            return response
+
+    fast = match_fast_operation(prepared)
+    if fast is not None:
+        outcome = await fast(context=context, variables=variables or {})
+    else:
+        outcome = await prepared.execute(context)
+
+    if isinstance(outcome, dict):
+        return graphql_json(request, outcome)
+    assert mode is not None  # only incremental operations produce streams
+    return _streaming_response(outcome, mode=mode)

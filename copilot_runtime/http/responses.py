@@ -1,0 +1,35 @@
+"""JSON responses in the shapes the runtime promises (never a traceback)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from django.http import HttpResponse
+
+STREAM_HEADERS = {
+    # Nothing between the model's token and the client's socket may buffer the stream.
+    "Cache-Control": "no-cache, no-transform",
+    "X-Accel-Buffering": "no",
+}
+
+
+def json_response(
+    payload: Any,
+    *,
+    status: int = 200,
+    content_type: str = "application/json",
+    headers: dict[str, str] | None = None,
+) -> HttpResponse:
+    response = HttpResponse(orjson.dumps(payload), status=status, content_type=content_type)
+    for name, value in (headers or {}).items():
+        response[name] = value
+    return response
+
+
+def json_error(status: int, error: str, message: str | None = None, **extra: Any) -> HttpResponse:
+    payload: dict[str, Any] = {"error": error}
+    if message is not None:
+        payload["message"] = message
+    payload.update(extra)
+    return json_response(payload, status=status)

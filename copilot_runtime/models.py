@@ -1,0 +1,81 @@
+"""Models of the runtime's own configuration: API tokens and guardrail rules."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.db import models
+
+TOKEN_PREFIX = "crt_"
+
+
+def token_hash(raw_token: str) -> str:
+    """The stored form of a token: its SHA-256. Tokens are long and random, so no salt is needed."""
+    return hashlib.sha256(raw_token.encode()).hexdigest()
+
+
+def token_generate() -> str:
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+class ApiToken(models.Model):
+    """A bearer token for the runtime. Only its hash is stored; the raw token is shown once."""
+
+    name = models.CharField(max_length=255)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="copilot_api_tokens"
+    )
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    # The first characters, so an admin can tell tokens apart without the secret.
+    token_prefix = models.CharField(max_length=16, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.token_prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+
+class GuardrailRuleKind(models.TextChoices):
+    ALLOW = "allow", "Allow"
+    DENY = "deny", "Deny"
+
+
+class GuardrailMatch(models.TextChoices):
+    TOPIC = "topic", "Topic"
+    PATTERN = "pattern", "Pattern (regular expression)"
+
+
+class GuardrailRule(models.Model):
+    """An input validation rule evaluated on the last user message."""
+
+    name = models.CharField(max_length=255)
+    kind = models.CharField(max_length=8, choices=GuardrailRuleKind)
+    match = models.CharField(max_length=8, choices=GuardrailMatch, default=GuardrailMatch.TOPIC)
+    text = models.TextField(help_text="The topic, or the regular expression for a pattern rule.")
+    # Blank means every agent.
+    agent_name = models.CharField(max_length=255, blank=True, default="")
+    enabled = models.BooleanField(default=True)
+    priority = models.IntegerField(default=0, help_text="Higher priorities are evaluated first.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-priority", "name"]
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.name}"
+
+    @property
+    def scope(self) -> str:
+        return self.agent_name or "all agents"

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# `make run`: serve the runtime on the embedded default (SQLite file db.sqlite3, in-memory
+# channel layer, inline executor), so a fresh clone needs nothing but Python 3.11.
+#
+# Environment:
+#   HOST, PORT      where daphne listens (default 127.0.0.1:8000)
+#   SKIP_INSTALL=1  use the existing .venv as is (no venv creation, no pip install)
+#   DATABASE_URL, REDIS_URL, ...  honoured as usual (see copilot_runtime/settings.py); unset
+#                   they give the embedded default.
+set -euo pipefail
+
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$REPO_ROOT"
+
+HOST="${HOST:-127.0.0.1}"
+PORT="${PORT:-8000}"
+
+if [ -n "${SKIP_INSTALL:-}" ]; then
+    require_venv
+else
+    ensure_venv runtime
+fi
+
+log "python manage.py migrate --noinput"
+"$VENV_PYTHON" manage.py migrate --noinput
+
+log "serving on http://$HOST:$PORT/ (daphne; Ctrl-C to stop)"
+# exec: daphne receives the signals sent to this script (Ctrl-C, SIGTERM from a supervisor).
+exec "$VENV_DIR/bin/daphne" -b "$HOST" -p "$PORT" copilot_runtime.asgi:application

@@ -1,0 +1,316 @@
+#!/usr/bin/env bash
+# `make test`: the whole suite from a fresh clone.
+#
+#   1. installs missing system packages (PostgreSQL, Redis) when running as root on Debian;
+#   2. creates/refreshes .venv with the test extra;
+#   3. lints (ruff check), failing fast;
+#   4. starts a throwaway PostgreSQL and Redis on free loopback ports;
+#   5. installs the Node e2e clients (tests/e2e/js/install.sh, when present);
+#   6. runs pytest with the arguments given to this script (`make test ARGS="-k foo"`).
+# Everything it started is stopped on exit, on failure and on Ctrl-C; the exit code is pytest's
+# (exit code 5, "no tests collected", stays a failure).
+#
+# The suite sees DATABASE_URL (the throwaway PostgreSQL; pytest-django creates its test database
+# there) and TEST_REDIS_URL (NOT REDIS_URL: each test decides whether it uses Redis).
+#
+# Environment:
+#   SKIP_INSTALL=1   use .venv as is (no pip install); system packages are still checked
+#   SKIP_LINT=1      skip `ruff check` (local iteration only; CI always lints)
+#   PG_BIN=/path     directory holding initdb/pg_ctl/psql (default: newest /usr/lib/postgresql/*/bin)
+set -euo pipefail
+
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$REPO_ROOT"
+
+RUN_AS_ROOT=0
+[ "$(id -u)" -eq 0 ] && RUN_AS_ROOT=1
+
+WORK_DIR=""        # our scratch directory (logs, redis)
+PG_DIR=""          # PostgreSQL data + socket directory (owned by `postgres` when we are root)
+PG_STARTED=0
+REDIS_PID=""
+POLICY_RC_CREATED=0
+POLICY_RC=/usr/sbin/policy-rc.d
+
+# --- cleanup ----------------------------------------------------------------------------------
+
+stop_postgres() {
+    [ "$PG_STARTED" -eq 1 ] || return 0
+    PG_STARTED=0
+    as_postgres "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -m immediate -w -t 15 stop >/dev/null 2>&1 || true
+    # Belt and braces: if pg_ctl could not stop it, kill the postmaster by its pid file.
+    local pid_file="$PG_DIR/data/postmaster.pid"
+    if [ -f "$pid_file" ]; then
+        local pid
+        pid="$(head -n 1 "$pid_file")"
+        if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+            kill -KILL "$pid" 2>/dev/null || true
+        fi
+    fi
+}
+
+stop_redis() {
+    [ -n "$REDIS_PID" ] || return 0
+    if kill -0 "$REDIS_PID" 2>/dev/null; then
+        kill -TERM "$REDIS_PID" 2>/dev/null || true
+        local waited=0
+        while kill -0 "$REDIS_PID" 2>/dev/null && [ "$waited" -lt 50 ]; do
+            sleep 0.1
+            waited=$((waited + 1))
+        done
+        kill -KILL "$REDIS_PID" 2>/dev/null || true
+    fi
+    wait "$REDIS_PID" 2>/dev/null || true
+    REDIS_PID=""
+}
+
+remove_policy_rc() {
+    if [ "$POLICY_RC_CREATED" -eq 1 ]; then
+        rm -f "$POLICY_RC"
+        POLICY_RC_CREATED=0
+    fi
+}
+
+cleanup() {
+    local status=$?
+    set +e
+    phase_end
+    if [ "$PG_STARTED" -eq 1 ] || [ -n "$REDIS_PID" ]; then
+        phase_begin "stop services"
+        stop_redis
+        stop_postgres
+        phase_end
+    fi
+    remove_policy_rc
+    [ -n "$PG_DIR" ] && rm -rf "$PG_DIR"
+    [ -n "$WORK_DIR" ] && rm -rf "$WORK_DIR"
+    phase_summary
+    if [ "$status" -eq 0 ]; then
+        log "tests: PASSED"
+    else
+        log "tests: FAILED (exit code $status)"
+    fi
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# --- system packages --------------------------------------------------------------------------
+
+find_pg_bin() {
+    if [ -n "${PG_BIN:-}" ]; then
+        [ -x "$PG_BIN/initdb" ] && echo "$PG_BIN" && return 0
+        return 1
+    fi
+    local newest
+    # Debian installs each major version side by side; take the newest.
+    newest="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)"
+    if [ -n "$newest" ] && [ -x "$newest/initdb" ]; then
+        echo "$newest"
+        return 0
+    fi
+    if command -v initdb >/dev/null 2>&1; then
+        dirname "$(command -v initdb)"
+        return 0
+    fi
+    return 1
+}
+
+ensure_system_packages() {
+    local missing=()
+    find_pg_bin >/dev/null || missing+=(postgresql)
+    command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+    # The real CopilotKit clients (tests/e2e/js) need Node >= 18; Debian 12's nodejs is 18.
+    if [ -f tests/e2e/js/install.sh ]; then
+        command -v node >/dev/null 2>&1 || missing+=(nodejs)
+        command -v npm >/dev/null 2>&1 || missing+=(npm)
+    fi
+    # Browser e2e tests (a later issue) add their packages here, e.g.:
+    #   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+
+    if [ "${#missing[@]}" -eq 0 ]; then
+        log "system packages present (PostgreSQL: $(find_pg_bin), redis-server: $(command -v redis-server))"
+        return 0
+    fi
+    if [ "$RUN_AS_ROOT" -ne 1 ]; then
+        die "missing system packages: ${missing[*]}. Not root, so not installing them: run 'sudo apt-get install -y ${missing[*]}' (or run make test as root)."
+    fi
+    command -v apt-get >/dev/null 2>&1 ||
+        die "missing system packages (${missing[*]}) and no apt-get to install them with."
+
+    # Packages must not start their own system-wide services (a cluster on :5432, redis on
+    # :6379): the suite runs throwaway instances instead. policy-rc.d is Debian's switch for that.
+    if [ ! -e "$POLICY_RC" ]; then
+        printf '#!/bin/sh\nexit 101\n' >"$POLICY_RC"
+        chmod +x "$POLICY_RC"
+        POLICY_RC_CREATED=1
+    fi
+    log "apt-get install ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq || die "apt-get update failed"
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+        die "apt-get install ${missing[*]} failed"
+    remove_policy_rc
+}
+
+# --- PostgreSQL -------------------------------------------------------------------------------
+
+PG_USER=copilot
+PG_PASSWORD=copilot
+PG_DATABASE=copilot
+
+# PostgreSQL refuses to run as root: as root, run its tools as the `postgres` system user.
+as_postgres() {
+    if [ "$RUN_AS_ROOT" -eq 1 ]; then
+        (cd "$PG_DIR" && runuser -u postgres -- "$@")
+    else
+        "$@"
+    fi
+}
+
+start_postgres() {
+    PG_BIN="$(find_pg_bin)" || die "PostgreSQL binaries (initdb) not found; set PG_BIN=/usr/lib/postgresql/<version>/bin"
+    PG_DIR="$(mktemp -d /tmp/copilot-test-pg.XXXXXX)"
+    chmod 755 "$PG_DIR"
+    if [ "$RUN_AS_ROOT" -eq 1 ]; then
+        id postgres >/dev/null 2>&1 ||
+            die "running as root but there is no 'postgres' system user to run PostgreSQL as"
+        chown postgres: "$PG_DIR"
+    fi
+
+    if ! as_postgres "$PG_BIN/initdb" -D "$PG_DIR/data" -U postgres -E UTF8 --no-locale \
+        --auth-local=trust --auth-host=scram-sha-256 >"$WORK_DIR/initdb.log" 2>&1; then
+        cat "$WORK_DIR/initdb.log" >&2
+        die "initdb failed"
+    fi
+
+    PG_PORT="$(free_port)"
+    # Throwaway data: durability off for speed; enough connections for daphne subprocesses.
+    as_postgres tee -a "$PG_DIR/data/postgresql.conf" >/dev/null <<EOF
+
+# --- scripts/test.sh ---
+listen_addresses = '127.0.0.1'
+port = $PG_PORT
+unix_socket_directories = '$PG_DIR'
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+max_connections = 200
+EOF
+
+    if ! as_postgres "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/postgres.log" -w -t 30 \
+        start >/dev/null; then
+        cat "$PG_DIR/postgres.log" >&2 2>/dev/null
+        die "PostgreSQL did not start (log above)"
+    fi
+    PG_STARTED=1
+
+    local deadline=$((SECONDS + 30))
+    until "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" -t 1; do
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            cat "$PG_DIR/postgres.log" >&2 2>/dev/null
+            die "PostgreSQL is not accepting connections on 127.0.0.1:$PG_PORT after 30s (log above)"
+        fi
+        sleep 0.2
+    done
+
+    # CREATEDB: pytest-django creates (and drops) its test_<name> database.
+    "$PG_BIN/psql" -q -v ON_ERROR_STOP=1 -h "$PG_DIR" -p "$PG_PORT" -U postgres -d postgres \
+        -c "CREATE ROLE $PG_USER LOGIN CREATEDB PASSWORD '$PG_PASSWORD'" \
+        -c "CREATE DATABASE $PG_DATABASE OWNER $PG_USER" >/dev/null ||
+        die "could not create the PostgreSQL role/database"
+
+    export DATABASE_URL="postgres://$PG_USER:$PG_PASSWORD@127.0.0.1:$PG_PORT/$PG_DATABASE"
+    log "PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}') on 127.0.0.1:$PG_PORT"
+}
+
+# --- Redis ------------------------------------------------------------------------------------
+
+redis_answers() {
+    if command -v redis-cli >/dev/null 2>&1; then
+        [ "$(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null)" = "PONG" ]
+    else
+        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+    fi
+}
+
+start_redis() {
+    local port
+    port="$(free_port)"
+    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
+        --dir "$WORK_DIR" >"$WORK_DIR/redis.log" 2>&1 &
+    REDIS_PID=$!
+
+    local deadline=$((SECONDS + 15))
+    until redis_answers "$port"; do
+        if ! kill -0 "$REDIS_PID" 2>/dev/null; then
+            cat "$WORK_DIR/redis.log" >&2
+            REDIS_PID=""
+            die "redis-server exited at start (log above)"
+        fi
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            cat "$WORK_DIR/redis.log" >&2
+            die "redis-server is not answering on 127.0.0.1:$port after 15s (log above)"
+        fi
+        sleep 0.1
+    done
+    export TEST_REDIS_URL="redis://127.0.0.1:$port/0"
+    log "Redis on 127.0.0.1:$port"
+}
+
+# --- main -------------------------------------------------------------------------------------
+
+WORK_DIR="$(mktemp -d /tmp/copilot-test.XXXXXX)"
+
+phase_begin "system packages"
+ensure_system_packages
+phase_end
+
+phase_begin "python venv"
+if [ -n "${SKIP_INSTALL:-}" ]; then
+    require_venv
+else
+    ensure_venv test
+fi
+phase_end
+
+if [ -n "${SKIP_LINT:-}" ]; then
+    log "SKIP_LINT is set: not running ruff check"
+else
+    phase_begin "ruff check"
+    "$VENV_DIR/bin/ruff" check . ||
+        die "ruff check failed: fix the findings above (ruff check --fix . handles many)"
+    phase_end
+fi
+
+phase_begin "start postgres"
+start_postgres
+phase_end
+
+phase_begin "start redis"
+start_redis
+phase_end
+
+if [ -f tests/e2e/js/install.sh ]; then
+    phase_begin "node e2e clients"
+    bash tests/e2e/js/install.sh || die "tests/e2e/js/install.sh failed"
+    phase_end
+fi
+
+# The suite decides per test where Redis and the model upstream are used: never inherit the
+# caller's REDIS_URL, broker or OpenAI credentials.
+unset REDIS_URL CELERY_BROKER_URL OPENAI_API_KEY OPENAI_BASE_URL
+
+phase_begin "pytest"
+set +e
+"$VENV_PYTHON" -m pytest "$@"
+pytest_status=$?
+set -e
+phase_end
+
+if [ "$pytest_status" -eq 5 ]; then
+    log "pytest collected no tests (exit code 5): that is a failure"
+fi
+exit "$pytest_status"

@@ -1,0 +1,244 @@
+"""Suite-wide pytest configuration and fixtures.
+
+Run the suite with ``make test`` (or ``scripts/test.sh -k ...``): it starts a throwaway
+PostgreSQL (exported as ``DATABASE_URL``) and Redis (exported as ``TEST_REDIS_URL``, never as
+``REDIS_URL``) and stops them afterwards. The suite refuses to run on any other database engine,
+because the product's guarantees (row locks, one run per thread, concurrent writers) are
+PostgreSQL's.
+
+Fixtures:
+
+``user`` / ``other_user``
+    two ordinary users (password: the ``user_password`` fixture), for ownership checks.
+``fake_upstream``
+    an in-process fake OpenAI-compatible upstream (``benchmarks.fake_upstream.FakeUpstream``),
+    shared by the session and reset before each test; point the runtime at ``.base_url``.
+``served_process_factory`` / ``base_subprocess_env``
+    starts a server subprocess (stdout/stderr to temp files), waits for a health URL, and
+    stops it (SIGTERM, then SIGKILL) at teardown; the environment to start it from.
+    ``tests/e2e/conftest.py`` builds ``live_server_factory`` / ``live_server`` on them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from benchmarks.fake_upstream import FakeUpstream
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+POSTGRESQL_ENGINE = "django.db.backends.postgresql"
+TEST_USER_PASSWORD = "correct-horse-battery-staple"
+
+
+# --- PostgreSQL only --------------------------------------------------------------------------
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Refuse to run on SQLite (or anything else): tests must see PostgreSQL's behaviour."""
+    from django.conf import settings
+
+    engine = settings.DATABASES["default"]["ENGINE"]
+    if engine != POSTGRESQL_ENGINE:
+        raise pytest.UsageError(
+            f"the test suite runs on PostgreSQL only, but the database engine is {engine!r} "
+            f"(DATABASE_URL is {'set' if os.environ.get('DATABASE_URL') else 'not set'}).\n"
+            "Run it with `make test` (or `scripts/test.sh <pytest args>`), which starts a "
+            "throwaway PostgreSQL and Redis, or point DATABASE_URL at a PostgreSQL you own "
+            "(postgres://user:pass@host:port/db, with CREATEDB rights)."
+        )
+
+
+# --- users ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def user_password() -> str:
+    return TEST_USER_PASSWORD
+
+
+@pytest.fixture
+def user(db: None, django_user_model: Any) -> Any:
+    return django_user_model.objects.create_user(
+        username="alice", email="alice@example.com", password=TEST_USER_PASSWORD
+    )
+
+
+@pytest.fixture
+def other_user(db: None, django_user_model: Any) -> Any:
+    return django_user_model.objects.create_user(
+        username="bob", email="bob@example.com", password=TEST_USER_PASSWORD
+    )
+
+
+# --- fake model upstream ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def _fake_upstream_server() -> Iterator[FakeUpstream]:
+    from benchmarks.fake_upstream import FakeUpstream
+
+    server = FakeUpstream()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def fake_upstream(_fake_upstream_server: FakeUpstream) -> FakeUpstream:
+    """The session's fake upstream with no script, recorded requests or stats left over."""
+    _fake_upstream_server.reset()
+    return _fake_upstream_server
+
+
+# --- server subprocesses ----------------------------------------------------------------------
+
+
+class ServedProcessError(RuntimeError):
+    """A server subprocess did not become healthy."""
+
+
+@dataclass
+class ServedProcess:
+    """A server running as a subprocess; its output goes to files so no pipe can fill up."""
+
+    url: str
+    process: subprocess.Popen[bytes]
+    stdout_path: Path
+    stderr_path: Path
+    _stopped: bool = field(default=False, repr=False)
+
+    def stdout_text(self) -> str:
+        return self.stdout_path.read_text(errors="replace")
+
+    def stderr_text(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def stop(self, grace_seconds: float = 5.0) -> None:
+        """SIGTERM, then SIGKILL if it is still alive after ``grace_seconds``."""
+        if self._stopped:
+            return
+        self._stopped = True
+        # The process leads its own process group: signal the group, so a wrapper script's
+        # children (e.g. `migrate` under scripts/run.sh) go too.
+        if self.process.poll() is None:
+            _signal_group(self.process, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=grace_seconds)
+            except subprocess.TimeoutExpired:
+                _signal_group(self.process, signal.SIGKILL)
+                self.process.wait(timeout=grace_seconds)
+        else:
+            _signal_group(self.process, signal.SIGKILL)  # leftovers of an exited leader
+
+
+def _signal_group(process: subprocess.Popen[bytes], signal_number: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal_number)
+
+
+ServedProcessFactory = Callable[..., ServedProcess]
+
+
+def _answers_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return False
+
+
+def _wait_until_healthy(served: ServedProcess, health_url: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if served.process.poll() is not None:
+            raise ServedProcessError(
+                f"{served.process.args!r} exited with code {served.process.returncode} before "
+                f"{health_url} answered 200.\n--- stderr ---\n{served.stderr_text()}"
+                f"\n--- stdout ---\n{served.stdout_text()}"
+            )
+        if _answers_ok(health_url):
+            return
+        time.sleep(0.1)
+    served.stop()
+    raise ServedProcessError(
+        f"{health_url} did not answer 200 within {timeout:.0f}s for {served.process.args!r}."
+        f"\n--- stderr ---\n{served.stderr_text()}\n--- stdout ---\n{served.stdout_text()}"
+    )
+
+
+@pytest.fixture
+def served_process_factory(tmp_path: Path) -> Iterator[ServedProcessFactory]:
+    """Start server subprocesses and stop them all at teardown.
+
+    ``served_process_factory(command, port=..., env=..., health_path="/healthz",
+    timeout=30.0, host="127.0.0.1")`` runs ``command`` from the repository root with exactly
+    ``env`` as its environment, waits until ``GET http://host:port<health_path>`` answers 200
+    (raising ``ServedProcessError`` with the process's stderr otherwise) and returns a
+    ``ServedProcess`` (``.url``, ``.process``, ``.stderr_text()``, ``.stdout_text()``).
+    """
+    started: list[ServedProcess] = []
+    log_dir = Path(tempfile.mkdtemp(prefix="served-", dir=tmp_path))
+
+    def start(
+        command: Sequence[str],
+        *,
+        port: int,
+        env: Mapping[str, str],
+        health_path: str = "/healthz",
+        timeout: float = 30.0,
+        host: str = "127.0.0.1",
+    ) -> ServedProcess:
+        index = len(started)
+        stdout_path = log_dir / f"{index}.stdout.log"
+        stderr_path = log_dir / f"{index}.stderr.log"
+        with stdout_path.open("wb") as stdout, stderr_path.open("wb") as stderr:
+            process = subprocess.Popen(
+                list(command),
+                cwd=REPO_ROOT,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=stderr,
+                start_new_session=True,
+            )
+        served = ServedProcess(
+            url=f"http://{host}:{port}",
+            process=process,
+            stdout_path=stdout_path,
+            stderr_path=stderr_path,
+        )
+        started.append(served)
+        _wait_until_healthy(served, f"{served.url}{health_path}", timeout)
+        return served
+
+    yield start
+
+    for served in reversed(started):
+        served.stop()
+
+
+@pytest.fixture
+def base_subprocess_env() -> dict[str, str]:
+    """The environment a served subprocess starts from: ours, minus REDIS_URL, unbuffered.
+
+    Each test decides whether its server uses Redis (``TEST_REDIS_URL`` holds the throwaway one).
+    """
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("REDIS_URL", None)
+    return env

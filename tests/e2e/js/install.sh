@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the pinned CopilotKit GraphQL clients used by the end-to-end tests.
+# Runs `npm ci` in a version folder only when its node_modules is missing or older than its
+# lock file, so calling it before every test session is cheap. Quiet unless something fails.
+set -euo pipefail
+
+js_root="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
+for folder in "${js_root}"/gql-*/; do
+  folder="${folder%/}"
+  lock_file="${folder}/package-lock.json"
+  [[ -f "${lock_file}" ]] || continue
+  # npm ci writes node_modules/.package-lock.json last, so it marks a finished install.
+  install_marker="${folder}/node_modules/.package-lock.json"
+  if [[ -f "${install_marker}" && ! "${lock_file}" -nt "${install_marker}" ]]; then
+    continue
+  fi
+  log_file="$(mktemp)"
+  if ! (cd "${folder}" && npm ci --no-audit --no-fund --loglevel=error >"${log_file}" 2>&1); then
+    echo "npm ci failed in ${folder}:" >&2
+    cat "${log_file}" >&2
+    rm -f "${log_file}"
+    exit 1
+  fi
+  rm -f "${log_file}"
+done
