@@ -103,7 +103,7 @@ ensure_venv() {
 
 require_venv() {
     [ -x "$VENV_PYTHON" ] ||
-        die "$VENV_DIR does not exist and SKIP_INSTALL is set: run 'make run' (or unset SKIP_INSTALL) first."
+        die "$VENV_PYTHON is missing or not executable and SKIP_INSTALL is set: run 'make run' (or unset SKIP_INSTALL) first."
 }
 
 # --- misc -------------------------------------------------------------------------------------

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 import openai
 import orjson
 
@@ -178,8 +177,9 @@ class OpenAIAdapter:
             raise UpstreamError(
                 "The model service sent a malformed stream chunk.", code="UPSTREAM_BAD_STREAM"
             ) from exc
-        except (httpx.HTTPError, OSError) as exc:
-            # httpx raises its own transport errors (RemoteProtocolError...) when a stream is cut.
+        except Exception as exc:
+            # The HTTP transport raises its own errors (RemoteProtocolError...) when a stream is
+            # cut; whatever they are, the client gets a stable code, not the library's text.
             raise UpstreamError(
                 "The model service closed the stream before it finished.",
                 code="UPSTREAM_STREAM_CUT",

@@ -8,7 +8,6 @@ flusher in small batches (the first token at once, then every ``EVENT_FLUSH_MS``
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import time
@@ -34,13 +33,18 @@ UNEXPECTED_ERROR_MESSAGE = "An unexpected error occurred. Please check the serve
 
 
 class _Flusher:
-    """Writes the recorder's batches one at a time, off the streaming path."""
+    """Writes the recorder's batches one at a time, off the streaming path.
+
+    A write in progress is never cancelled: a batch taken from the recorder must reach the
+    database, or the log would have a hole.
+    """
 
     def __init__(self, recorder: RunRecorder, interval: float) -> None:
         self._recorder = recorder
         self._interval = interval
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._closing = False
         self._last_flush = 0.0
         self._flushed_first = False
 
@@ -50,11 +54,11 @@ class _Flusher:
         self._wake.set()
 
     async def _loop(self) -> None:
-        while True:
+        while not self._closing:
             await self._wake.wait()
             self._wake.clear()
-            if self._flushed_first:
-                # Coalesce: at most one write per interval after the first token.
+            if self._flushed_first and not self._closing:
+                # Coalesce: at most one write per interval after the first one.
                 delay = self._interval - (time.monotonic() - self._last_flush)
                 if delay > 0:
                     await asyncio.sleep(delay)
@@ -75,10 +79,11 @@ class _Flusher:
         )
 
     async def close(self) -> None:
+        """Write everything still pending, after any write in progress."""
+        self._closing = True
+        self._wake.set()
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await self._task
         await self._write()
 
 
@@ -92,10 +97,6 @@ async def run_execute(
     """Run the turn of a prepared run to its end; returns the final status."""
     adapter = adapter_from_settings()
     model = request.forwarded.model or adapter.default_model
-    if not await sync_to_async(run_mark_running)(run_id=run_id, model=model):
-        logger.info("run %s is not pending any more; not starting it twice", run_id)
-        return ""
-
     recorder = RunRecorder(run_id=run_id, thread_id=thread_id, agent_name=request.agent_name)
     flusher = _Flusher(recorder, interval=float(runtime_setting("EVENT_FLUSH_MS")) / 1000)
 
@@ -106,6 +107,9 @@ async def run_execute(
 
     status = RunStatus.SUCCEEDED
     try:
+        if not await sync_to_async(run_mark_running)(run_id=run_id, model=model):
+            logger.info("run %s is not pending any more; not starting it twice", run_id)
+            return ""
         turn = ChatTurn(
             request=request,
             adapter=adapter,
@@ -117,6 +121,7 @@ async def run_execute(
         if recorder.error is not None:
             status = RunStatus.FAILED
     except asyncio.CancelledError:
+        # Stopped (client gone, /stop, admin): what was produced so far is kept below.
         status = RunStatus.CANCELLED
     except CopilotKitError as exc:
         status = RunStatus.FAILED

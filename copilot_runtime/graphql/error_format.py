@@ -27,6 +27,9 @@ UNEXPECTED_ERROR_MESSAGE = "An unexpected error occurred. Please check the serve
 def format_error(error: GraphQLError) -> dict[str, Any]:
     """``{"message", "locations"?, "path"?, "extensions"}`` for one error."""
     original = error.original_error
+    # A GraphQLError re-located by graphql-core wraps the one the resolver raised.
+    while isinstance(original, GraphQLError) and original.original_error is not None:
+        original = original.original_error
     if isinstance(original, CopilotKitError):
         message, extensions = original.message, original.extensions()
     elif error.path is None:

@@ -42,6 +42,7 @@ from graphql.execution import (
 )
 from strawberry.execution.is_awaitable import optimized_is_awaitable
 
+from copilot_runtime.errors import ErrorCode, error_extensions
 from copilot_runtime.graphql.context import RuntimeContext
 from copilot_runtime.graphql.error_format import (
     UNEXPECTED_ERROR_MESSAGE,
@@ -143,6 +144,8 @@ class PreparedOperation:
     """A parsed, validated operation chosen from its document, ready to run."""
 
     document: DocumentNode
+    operation: OperationDefinitionNode
+    # The selected operation's own name (None for an anonymous operation).
     operation_name: str | None
     operation_type: str
     is_incremental: bool
@@ -208,7 +211,8 @@ def prepare_operation(
     selected_name = operation.name.value if operation.name else None
     return PreparedOperation(
         document=parsed.document,
-        operation_name=operation_name,
+        operation=operation,
+        operation_name=selected_name,
         operation_type=operation.operation.value,
         is_incremental=parsed.incremental_operations.get(selected_name, False),
         variables=variables,
@@ -237,6 +241,4 @@ def _select_operation(
 
 
 def _unexpected_error() -> dict[str, Any]:
-    from copilot_runtime.errors import ErrorCode, error_extensions
-
     return {"message": UNEXPECTED_ERROR_MESSAGE, "extensions": error_extensions(ErrorCode.UNKNOWN)}

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-ValueSource = Awaitable[T] | T
 ItemsSource = AsyncIterable[T] | Iterable[T]
 
 

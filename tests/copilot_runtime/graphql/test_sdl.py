@@ -212,6 +212,8 @@ def test_generate_mutation_is_incremental_and_the_queries_are_not() -> None:
     for name, (operation_type, is_incremental) in cases.items():
         prepared = prepare_operation(query=document(name), variables=None, operation_name=None)
         assert not isinstance(prepared, list)
+        # Without an operationName, the document's only operation is chosen by its name.
+        assert prepared.operation_name == document(name).split()[1].split("(")[0]
         assert (prepared.operation_type, prepared.is_incremental) == (
             operation_type,
             is_incremental,
