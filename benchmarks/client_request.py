@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import uuid
+from functools import cache
 from typing import Any
-
-from copilot_runtime.graphql.fastpath.documents import client_mutation_printed
 
 OPERATION_NAME = "generateCopilotResponse"
 CLIENT_GQL_VERSION = "1.10.6"
@@ -28,6 +28,21 @@ SAY_HELLO_SCHEMA = json.dumps(
     {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
     separators=(",", ":"),
 )
+
+
+@cache
+def client_document() -> str:
+    """urql's print of the mutation, from the product's own builder.
+
+    Importing it loads the runtime's GraphQL package, which needs Django's app registry.
+    """
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "copilot_runtime.settings")
+    import django
+
+    django.setup()
+    from copilot_runtime.graphql.fastpath.documents import client_mutation_printed
+
+    return client_mutation_printed()
 
 
 def user_message_text(*, tokens: int) -> str:
@@ -76,7 +91,7 @@ def request_body(*, thread_id: str, tokens: int) -> bytes:
     """The JSON body, compact like ``JSON.stringify``, keys in urql's order."""
     body = {
         "operationName": OPERATION_NAME,
-        "query": client_mutation_printed(),
+        "query": client_document(),
         "variables": request_variables(thread_id=thread_id, tokens=tokens),
     }
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()

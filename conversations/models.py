@@ -17,11 +17,13 @@ class Thread(models.Model):
     """A conversation, named by the client's own thread id."""
 
     thread_id = models.CharField(max_length=255, unique=True)
+    # Null for anonymous threads. A deleted user's threads go with them: with SET_NULL they
+    # would turn into anonymous threads, readable by any anonymous caller.
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
         blank=True,
-        on_delete=models.SET_NULL,
+        on_delete=models.CASCADE,
         related_name="copilot_threads",
     )
     agent_name = models.CharField(max_length=255, default="default")

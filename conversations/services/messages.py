@@ -66,46 +66,30 @@ def _row_for_input(thread: Thread, message: InputMessage, position: int, run: Ru
 def messages_sync_input(*, thread: Thread, messages: Iterable[InputMessage], run: Run) -> None:
     """Store the client's history: new messages appended, known ones matched by id.
 
-    When the client's history diverges from what is stored (a regenerate or an edit), the
-    stored rows after the divergence are marked superseded, never deleted; the run then works
-    from the client's view.
+    When the client's history diverges from what is stored (a regenerate, an edit, a deleted
+    message), the stored rows it no longer contains are marked superseded, never deleted; the
+    run then works from the client's view.
     """
     history = [m for m in messages if _stored_history(m)]
     for message in history:
         if not message.id:  # a client may omit ids; never store a null one
             message.id = f"ck-{uuid.uuid4()}"
-    current = list(
-        Message.objects.filter(thread=thread, superseded=False)
-        .exclude(kind=MessageKind.AGENT_STATE)
-        .order_by("position")
-        .values_list("message_id", flat=True)
-    )
-    matched = 0
-    while (
-        matched < len(current)
-        and matched < len(history)
-        and current[matched] == history[matched].id
-    ):
-        matched += 1
-    if matched < len(current) and matched < len(history):
-        Message.objects.filter(thread=thread, message_id__in=current[matched:]).update(
-            superseded=True
-        )
-    elif matched < len(current) and matched == len(history):
-        # The client sent a shorter history that is a prefix of ours (a regenerate of the
-        # last answer): what follows it is superseded by this run's output.
-        Message.objects.filter(thread=thread, message_id__in=current[matched:]).update(
-            superseded=True
-        )
+    incoming_ids = {m.id for m in history}
+    # Every stored current message the client no longer sends was regenerated, edited or
+    # deleted on its side: superseded, kept for the record. Agent-state rows are the
+    # frontend's copy of an agent's state, which clients leave out of the history they send.
+    Message.objects.filter(thread=thread, superseded=False).exclude(
+        kind=MessageKind.AGENT_STATE
+    ).exclude(message_id__in=incoming_ids).update(superseded=True)
 
     known = set(
-        Message.objects.filter(
-            thread=thread, message_id__in=[m.id for m in history[matched:]]
-        ).values_list("message_id", flat=True)
+        Message.objects.filter(thread=thread, message_id__in=incoming_ids).values_list(
+            "message_id", flat=True
+        )
     )
     next_position = _next_position(thread)
     rows = []
-    for message in history[matched:]:
+    for message in history:
         if message.id in known:
             continue
         known.add(message.id)

@@ -54,7 +54,12 @@ def test_run_event_sequence_numbers_are_unique_per_run() -> None:
 def test_span_ids_are_unique_within_a_trace() -> None:
     run = run_row(thread=thread_create())
     Span.objects.create(
-        trace_id="t" * 32, span_id="s" * 16, run=run, kind="run", name="run", started_at=timezone.now()
+        trace_id="t" * 32,
+        span_id="s" * 16,
+        run=run,
+        kind="run",
+        name="run",
+        started_at=timezone.now(),
     )
     with pytest.raises(IntegrityError), transaction.atomic():
         Span.objects.create(

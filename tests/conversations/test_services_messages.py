@@ -108,7 +108,12 @@ def test_regenerate_supersedes_the_later_rows_without_deleting_them() -> None:
     # A regenerate of the last answer: the client sends its history up to the question.
     sync(thread, text_input("u1"), assistant("a1"), text_input("u2"))
 
-    assert all_rows(thread) == [(0, "u1", False), (1, "a1", False), (2, "u2", False), (3, "a2", True)]
+    assert all_rows(thread) == [
+        (0, "u1", False),
+        (1, "a1", False),
+        (2, "u2", False),
+        (3, "a2", True),
+    ]
     assert current_ids(thread) == ["u1", "a1", "u2"]
 
 
@@ -345,13 +350,14 @@ def test_output_messages_are_appended_in_order_after_the_history() -> None:
 def test_storing_output_twice_is_idempotent() -> None:
     thread = thread_create()
     run = sync(thread, text_input("u1"))
-    output = [OutputMessage(message_id="a1", kind="text"), OutputMessage(message_id="a2", kind="text")]
+    output = [
+        OutputMessage(message_id="a1", kind="text"),
+        OutputMessage(message_id="a2", kind="text"),
+    ]
 
     messages_store_output(run=run, messages=output)
     messages_store_output(run=run, messages=output)
-    messages_store_output(
-        run=run, messages=[*output, OutputMessage(message_id="a3", kind="text")]
-    )
+    messages_store_output(run=run, messages=[*output, OutputMessage(message_id="a3", kind="text")])
 
     assert all_rows(thread) == [
         (0, "u1", False),

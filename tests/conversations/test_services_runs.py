@@ -255,9 +255,9 @@ def test_run_record_progress_writes_events_messages_and_states() -> None:
         (3, "RUN_FINISHED", {"ok": True}),
     ]
     assert list(
-        Message.objects.filter(thread=run.thread).order_by("position").values_list(
-            "position", "message_id", "content", "run_id"
-        )
+        Message.objects.filter(thread=run.thread)
+        .order_by("position")
+        .values_list("position", "message_id", "content", "run_id")
     ) == [(0, "a1", "Hi", run.id), (1, "a2", "Bye", run.id)]
     states = list(AgentState.objects.filter(thread=run.thread).order_by("id"))
     assert [(s.state, s.running) for s in states] == [({"step": 1}, True), ({"step": 2}, False)]

@@ -1,0 +1,511 @@
+"""Run the v1 benchmark end to end and report it next to the TypeScript runtime's figures.
+
+    python -m benchmarks.run_benchmark [--duration 15] [--warmup 3] [--configs 1x200,50x50]
+                                       [--profile] [--output benchmarks/results/latest.json]
+
+Starts the fake upstream (no token delay), migrates, serves ``copilot_runtime.asgi:application``
+with daphne as production does (``DEBUG=false``, ``LOG_LEVEL=WARNING``, ``OPENAI_API_KEY=bench``,
+``OPENAI_BASE_URL`` at the fake, no retries), then for each configuration runs the load
+generator (``benchmarks.loadgen``) and samples the server over the measured window: daphne's
+CPU (``/proc/<pid>/stat`` utime+stime) per request, its peak RSS (``VmHWM``), and, with the
+throwaway database, PostgreSQL's CPU per request. Prints a table and writes JSON.
+
+Database: ``DATABASE_URL`` when set (it must be PostgreSQL; the run writes rows into it),
+otherwise a throwaway PostgreSQL set up like ``scripts/test.sh``'s (``benchmarks.postgres``).
+
+``--profile`` then runs the 50x50 configuration once more with ``py-spy record`` attached to
+daphne and prints where the server's time goes (``benchmarks.profile_summary``); py-spy is not
+a project dependency: ``.venv/bin/pip install py-spy``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks import procstat, profile_summary
+from benchmarks.loadgen import Connection, LoadPlan, Target, run_load, send_one
+from benchmarks.postgres import PostgresUnavailable, ThrowawayPostgres, find_pg_bin, free_port
+from benchmarks.processes import (
+    REPO_ROOT,
+    VENV_BIN,
+    Managed,
+    ProcessFailed,
+    new_log_dir,
+    run_migrate,
+    start_daphne,
+    start_fake_upstream,
+)
+from benchmarks.stats import LoadSummary
+
+DEFAULT_OUTPUT = REPO_ROOT / "benchmarks" / "results" / "latest.json"
+PROFILE_CONFIGURATION = "50x50"
+PY_SPY_RATE_HZ = 200
+MIB = 1024
+
+
+@dataclass(frozen=True)
+class Configuration:
+    name: str
+    concurrency: int
+    tokens: int
+
+
+CONFIGURATIONS = {
+    "1x200": Configuration(name="1x200", concurrency=1, tokens=200),
+    "50x50": Configuration(name="50x50", concurrency=50, tokens=50),
+}
+
+# The TypeScript runtime 1.10.6 (v1 GraphQL) on the same kind of 2-core machine, same load.
+TYPESCRIPT_REFERENCE: dict[str, Any] = {
+    "server": "CopilotKit TypeScript runtime 1.10.6 (v1 GraphQL)",
+    "configurations": {
+        "1x200": {"requests_per_second": 87, "ttft_p50_ms": 10},
+        "50x50": {"requests_per_second": 270, "ttft_p50_ms": 180},
+    },
+    "cpu_ms_per_request": "4-11",
+    "rss_mib": "280-310",
+}
+
+
+class BenchmarkError(RuntimeError):
+    """The benchmark cannot run (no database) or the server misbehaved."""
+
+
+# --- environment ------------------------------------------------------------------------------
+
+
+def _is_postgres_url(url: str) -> bool:
+    return url.split("://", 1)[0].lower() in {"postgres", "postgresql", "pgsql", "postgis"}
+
+
+def server_environment(*, database_url: str, fake_port: int) -> dict[str, str]:
+    """The daphne/migrate environment: ours minus Redis/broker/OpenAI, plus the bench knobs."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in {"REDIS_URL", "CELERY_BROKER_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"}
+    }
+    env.update(
+        {
+            "DATABASE_URL": database_url,
+            "OPENAI_API_KEY": "bench",
+            "OPENAI_BASE_URL": f"http://127.0.0.1:{fake_port}/v1",
+            "COPILOT_RUNTIME_OPENAI_MAX_RETRIES": "0",
+            "DEBUG": "false",
+            "LOG_LEVEL": "WARNING",
+            "DJANGO_SETTINGS_MODULE": "copilot_runtime.settings",
+        }
+    )
+    return env
+
+
+def _reported_environment(env: dict[str, str]) -> dict[str, str]:
+    """The settings that shape the figures (never the database password)."""
+    keys = {"DEBUG", "LOG_LEVEL", "CONN_MAX_AGE", "ENVIRONMENT", "OPENAI_MODEL"}
+    return {
+        name: value
+        for name, value in sorted(env.items())
+        if name in keys or name.startswith("COPILOT_RUNTIME_")
+    }
+
+
+def _machine() -> dict[str, Any]:
+    model = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.partition(":")[2].strip()
+                break
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": model,
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+    }
+
+
+# --- sampling over the window -----------------------------------------------------------------
+
+
+class WindowSampler:
+    """CPU of the server, PostgreSQL and the fake upstream between the window's edges."""
+
+    def __init__(self, *, server_pid: int, postgres_pid: int | None, fake_pid: int) -> None:
+        self.server_pid = server_pid
+        self.postgres_pid = postgres_pid
+        self.fake_pid = fake_pid
+        self._start: dict[str, float] = {}
+        self.deltas: dict[str, float] = {}
+
+    def _sample(self) -> dict[str, float]:
+        sample = {
+            "server": procstat.cpu_times(self.server_pid).own,
+            "fake_upstream": procstat.cpu_times(self.fake_pid).own,
+        }
+        if self.postgres_pid is not None:
+            sample["postgres"] = procstat.tree_cpu_seconds(self.postgres_pid)
+        return sample
+
+    def start(self) -> None:
+        self._start = self._sample()
+
+    def end(self) -> None:
+        end = self._sample()
+        self.deltas = {name: end[name] - self._start[name] for name in end}
+
+
+def _per_request_ms(seconds: float | None, requests: int) -> float | None:
+    if seconds is None or requests == 0:
+        return None
+    return round(seconds * 1000 / requests, 3)
+
+
+def _configuration_result(
+    configuration: Configuration, summary: LoadSummary, sampler: WindowSampler, server_pid: int
+) -> dict[str, Any]:
+    memory = procstat.memory_kib(server_pid)
+    completed = summary.completed
+    return {
+        "name": configuration.name,
+        **summary.as_dict(),
+        "server_cpu_ms_per_request": _per_request_ms(sampler.deltas.get("server"), completed),
+        "server_cpu_percent_of_core": round(
+            100 * sampler.deltas.get("server", 0.0) / summary.window_seconds, 1
+        )
+        if summary.window_seconds
+        else None,
+        "postgres_cpu_ms_per_request": _per_request_ms(sampler.deltas.get("postgres"), completed),
+        "fake_upstream_cpu_ms_per_request": _per_request_ms(
+            sampler.deltas.get("fake_upstream"), completed
+        ),
+        "server_peak_rss_mib": round(memory.get("VmHWM", 0) / MIB, 1),
+        "server_rss_mib_after": round(memory.get("VmRSS", 0) / MIB, 1),
+    }
+
+
+async def _check_server_answers(target: Target) -> None:
+    """One small request must stream to Success before anything is measured."""
+    connection = await Connection.open(target)
+    try:
+        result = await send_one(connection, target=target, tokens=5, timeout_seconds=30)
+    finally:
+        await connection.close()
+    if not result.ok:
+        raise BenchmarkError(f"the server's answer to a first request was wrong: {result.error}")
+
+
+def measure(
+    configuration: Configuration,
+    *,
+    target: Target,
+    warmup_seconds: float,
+    duration_seconds: float,
+    server: Managed,
+    postgres_pid: int | None,
+    fake: Managed,
+) -> dict[str, Any]:
+    sampler = WindowSampler(server_pid=server.pid, postgres_pid=postgres_pid, fake_pid=fake.pid)
+    plan = LoadPlan(
+        concurrency=configuration.concurrency,
+        tokens=configuration.tokens,
+        warmup_seconds=warmup_seconds,
+        duration_seconds=duration_seconds,
+    )
+    summary = asyncio.run(
+        run_load(target=target, plan=plan, on_window_start=sampler.start, on_window_end=sampler.end)
+    )
+    return _configuration_result(configuration, summary, sampler, server.pid)
+
+
+# --- profile ----------------------------------------------------------------------------------
+
+
+def _py_spy() -> str | None:
+    candidate = VENV_BIN / "py-spy"
+    return str(candidate) if candidate.exists() else shutil.which("py-spy")
+
+
+def profile_server(
+    *,
+    target: Target,
+    warmup_seconds: float,
+    duration_seconds: float,
+    server: Managed,
+    postgres_pid: int | None,
+    fake: Managed,
+    output_dir: Path,
+) -> dict[str, Any]:
+    """The 50x50 load once more with py-spy sampling daphne; returns the summary."""
+    py_spy = _py_spy()
+    if py_spy is None:
+        raise BenchmarkError("--profile needs py-spy: .venv/bin/pip install py-spy")
+    configuration = CONFIGURATIONS[PROFILE_CONFIGURATION]
+    raw_path = output_dir / f"profile-{configuration.name}.collapsed.txt"
+    seconds = max(1, math.ceil(duration_seconds))
+    recorder: list[subprocess.Popen[bytes]] = []
+    sampler = WindowSampler(server_pid=server.pid, postgres_pid=postgres_pid, fake_pid=fake.pid)
+
+    def start_recording() -> None:
+        sampler.start()
+        recorder.append(
+            subprocess.Popen(
+                [
+                    py_spy,
+                    "record",
+                    "--pid",
+                    str(server.pid),
+                    "--duration",
+                    str(seconds),
+                    "--rate",
+                    str(PY_SPY_RATE_HZ),
+                    "--format",
+                    "raw",
+                    "--native",
+                    "--output",
+                    str(raw_path),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+        )
+
+    plan = LoadPlan(
+        concurrency=configuration.concurrency,
+        tokens=configuration.tokens,
+        warmup_seconds=warmup_seconds,
+        duration_seconds=float(seconds),
+    )
+    summary = asyncio.run(
+        run_load(target=target, plan=plan, on_window_start=start_recording, on_window_end=sampler.end)
+    )
+    if not recorder:
+        raise BenchmarkError("py-spy was never started")
+    try:
+        _, stderr = recorder[0].communicate(timeout=seconds + 60)
+    except subprocess.TimeoutExpired:
+        recorder[0].kill()
+        recorder[0].wait()
+        raise BenchmarkError("py-spy did not finish") from None
+    if recorder[0].returncode != 0 or not raw_path.exists():
+        raise BenchmarkError(f"py-spy failed: {stderr.decode(errors='replace')[-2000:]}")
+    breakdown = profile_summary.summarize_file(raw_path)
+    text = profile_summary.render(breakdown)
+    text_path = output_dir / f"profile-{configuration.name}.txt"
+    text_path.write_text(text)
+    loaded = _configuration_result(configuration, summary, sampler, server.pid)
+    return {
+        "configuration": configuration.name,
+        "note": "measured while py-spy sampled the server (slows it); not the headline figures",
+        "under_profiler": {
+            key: loaded[key]
+            for key in ("requests_per_second", "server_cpu_ms_per_request", "failed")
+        },
+        "collapsed_stacks": str(raw_path.relative_to(REPO_ROOT)),
+        "summary_text": str(text_path.relative_to(REPO_ROOT)),
+        **breakdown.as_dict(),
+    }
+
+
+# --- report -----------------------------------------------------------------------------------
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def render_table(results: list[dict[str, Any]]) -> str:
+    header = (
+        f"{'config':<7} {'req/s':>8} {'TTFT p50':>9} {'TTFT p95':>9} {'lat p50':>8} "
+        f"{'lat p95':>8} {'srv CPU':>8} {'srv CPU':>8} {'pg CPU':>7} {'peak RSS':>9} "
+        f"{'failed':>6} | {'TS req/s':>8} {'TS TTFT':>8}"
+    )
+    units = (
+        f"{'':<7} {'':>8} {'ms':>9} {'ms':>9} {'ms':>8} {'ms':>8} {'ms/req':>8} "
+        f"{'% core':>8} {'ms/req':>7} {'MiB':>9} {'':>6} | {'':>8} {'p50 ms':>8}"
+    )
+    lines = [header, units, "-" * len(header)]
+    for result in results:
+        reference = TYPESCRIPT_REFERENCE["configurations"].get(result["name"], {})
+        lines.append(
+            f"{result['name']:<7} {_fmt(result['requests_per_second']):>8} "
+            f"{_fmt(result['ttft']['p50_ms']):>9} {_fmt(result['ttft']['p95_ms']):>9} "
+            f"{_fmt(result['latency']['p50_ms']):>8} {_fmt(result['latency']['p95_ms']):>8} "
+            f"{_fmt(result['server_cpu_ms_per_request'], 2):>8} "
+            f"{_fmt(result['server_cpu_percent_of_core']):>8} "
+            f"{_fmt(result['postgres_cpu_ms_per_request'], 2):>7} "
+            f"{_fmt(result['server_peak_rss_mib']):>9} {result['failed']:>6} | "
+            f"{_fmt(reference.get('requests_per_second')):>8} "
+            f"{_fmt(reference.get('ttft_p50_ms')):>8}"
+        )
+    lines.append(
+        f"TypeScript runtime 1.10.6: {TYPESCRIPT_REFERENCE['cpu_ms_per_request']} ms CPU/request, "
+        f"{TYPESCRIPT_REFERENCE['rss_mib']} MiB RSS."
+    )
+    return "\n".join(lines)
+
+
+# --- main -------------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.run_benchmark", description=__doc__)
+    parser.add_argument("--duration", type=float, default=15.0, help="measured s per config")
+    parser.add_argument("--warmup", type=float, default=3.0, help="warm-up s per config")
+    parser.add_argument(
+        "--configs",
+        default=",".join(CONFIGURATIONS),
+        help=f"comma-separated, from {', '.join(CONFIGURATIONS)}",
+    )
+    parser.add_argument("--profile", action="store_true", help="also profile 50x50 with py-spy")
+    parser.add_argument(
+        "--profile-duration", type=float, default=None, help="seconds (default: --duration)"
+    )
+    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
+    parser.add_argument("--keep-logs", action="store_true", help="print the log directory")
+    return parser
+
+
+def _configurations(raw: str) -> list[Configuration]:
+    names = [name.strip() for name in raw.split(",") if name.strip()]
+    unknown = [name for name in names if name not in CONFIGURATIONS]
+    if unknown or not names:
+        raise BenchmarkError(f"unknown configuration(s) {unknown}; known: {list(CONFIGURATIONS)}")
+    return [CONFIGURATIONS[name] for name in names]
+
+
+def _database(stack: contextlib.ExitStack) -> tuple[str, ThrowawayPostgres | None]:
+    configured = os.environ.get("DATABASE_URL", "").strip()
+    if configured:
+        if not _is_postgres_url(configured):
+            raise BenchmarkError(
+                "DATABASE_URL must point at PostgreSQL (postgres://...); the benchmark measures "
+                "the production setup. Unset it to let the benchmark start a throwaway one."
+            )
+        return configured, None
+    pg_bin = find_pg_bin()
+    if pg_bin is None:
+        raise BenchmarkError(
+            "no DATABASE_URL and no PostgreSQL binaries (initdb) to start a throwaway one: "
+            "install postgresql or set DATABASE_URL=postgres://user:pass@host:port/db."
+        )
+    postgres = stack.enter_context(ThrowawayPostgres(pg_bin))
+    print(f"==> starting a throwaway PostgreSQL ({pg_bin})", file=sys.stderr)
+    return postgres.start(), postgres
+
+
+def run(arguments: argparse.Namespace) -> dict[str, Any]:
+    configurations = _configurations(arguments.configs)
+    log_dir = new_log_dir()
+    with contextlib.ExitStack() as stack:
+        if not arguments.keep_logs:
+            stack.callback(shutil.rmtree, log_dir, True)
+        database_url, postgres = _database(stack)
+        fake, fake_port = start_fake_upstream(env=dict(os.environ), log_dir=log_dir)
+        stack.callback(fake.stop)
+        env = server_environment(database_url=database_url, fake_port=fake_port)
+        print("==> manage.py migrate", file=sys.stderr)
+        run_migrate(env=env, log_dir=log_dir)
+        port = free_port()
+        server = start_daphne(port=port, env=env, log_dir=log_dir)
+        stack.callback(server.stop)
+        target = Target(host="127.0.0.1", port=port)
+        print(f"==> daphne pid {server.pid} on 127.0.0.1:{port}", file=sys.stderr)
+        try:
+            asyncio.run(_check_server_answers(target))
+        except BenchmarkError as error:
+            raise BenchmarkError(f"{error}\n{server.output_tail()}") from error
+        postgres_pid = postgres.postmaster_pid() if postgres is not None else None
+
+        results = []
+        for configuration in configurations:
+            print(
+                f"==> {configuration.name}: {configuration.concurrency} client(s) x "
+                f"{configuration.tokens} tokens, {arguments.warmup:g} s warm-up + "
+                f"{arguments.duration:g} s",
+                file=sys.stderr,
+            )
+            results.append(
+                measure(
+                    configuration,
+                    target=target,
+                    warmup_seconds=arguments.warmup,
+                    duration_seconds=arguments.duration,
+                    server=server,
+                    postgres_pid=postgres_pid,
+                    fake=fake,
+                )
+            )
+
+        profile = None
+        if arguments.profile:
+            print(f"==> profiling {PROFILE_CONFIGURATION} with py-spy", file=sys.stderr)
+            arguments.output.parent.mkdir(parents=True, exist_ok=True)
+            profile = profile_server(
+                target=target,
+                warmup_seconds=arguments.warmup,
+                duration_seconds=arguments.profile_duration or arguments.duration,
+                server=server,
+                postgres_pid=postgres_pid,
+                fake=fake,
+                output_dir=arguments.output.parent,
+            )
+        if arguments.keep_logs:
+            print(f"==> logs kept in {log_dir}", file=sys.stderr)
+        if server.process.poll() is not None:
+            raise BenchmarkError(f"daphne died during the run\n{server.output_tail()}")
+
+    return {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "machine": _machine(),
+        "settings": {
+            "warmup_seconds": arguments.warmup,
+            "duration_seconds": arguments.duration,
+            "database": "throwaway PostgreSQL (fsync off)" if postgres else "DATABASE_URL",
+            "server": "daphne copilot_runtime.asgi:application (1 process)",
+            "server_environment": _reported_environment(env),
+        },
+        "configurations": results,
+        "typescript_reference": TYPESCRIPT_REFERENCE,
+        "profile": profile,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = _parser().parse_args(argv)
+    try:
+        report = run(arguments)
+    except (BenchmarkError, PostgresUnavailable, ProcessFailed) as error:
+        print(f"ERROR: {error}", file=sys.stderr)
+        return 1
+    print(render_table(report["configurations"]))
+    if report["profile"] is not None:
+        print()
+        print(Path(REPO_ROOT / report["profile"]["summary_text"]).read_text())
+    arguments.output.parent.mkdir(parents=True, exist_ok=True)
+    arguments.output.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"\nwrote {arguments.output}")
+    failed = sum(result["failed"] for result in report["configurations"])
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""``runtime_settings()``: defaults, then the project's ``COPILOT_RUNTIME``, then the env."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+from django.test import override_settings
+
+from copilot_runtime.conf import DEFAULTS, runtime_setting, runtime_settings
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No stray ``COPILOT_RUNTIME_*`` variables; no cached settings before or after."""
+    for name in list(os.environ):
+        if name.startswith("COPILOT_RUNTIME_"):
+            monkeypatch.delenv(name)
+    runtime_settings.cache_clear()
+    yield
+    monkeypatch.undo()
+    runtime_settings.cache_clear()
+
+
+def fresh() -> dict[str, object]:
+    runtime_settings.cache_clear()
+    return runtime_settings()
+
+
+@override_settings(COPILOT_RUNTIME={})
+def test_defaults_apply_when_the_project_sets_nothing() -> None:
+    assert fresh() == DEFAULTS
+    assert runtime_setting("ALLOW_ANONYMOUS") is True
+    assert runtime_setting("MAX_BODY_BYTES") == 10 * 1024 * 1024
+    assert runtime_setting("EXECUTOR") == "inline"
+    assert runtime_setting("ON_DISCONNECT") == "cancel"
+    assert runtime_setting("AGENTS") == {}
+
+
+@override_settings(COPILOT_RUNTIME={"MAX_ITERATIONS": 3, "EXECUTOR": "celery"})
+def test_the_projects_dict_overrides_defaults() -> None:
+    merged = fresh()
+
+    assert merged["MAX_ITERATIONS"] == 3
+    assert merged["EXECUTOR"] == "celery"
+    assert merged["ON_DISCONNECT"] == DEFAULTS["ON_DISCONNECT"]
+
+
+@override_settings(COPILOT_RUNTIME={"MAX_ITERATIONS": 3})
+def test_the_environment_overrides_the_project(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COPILOT_RUNTIME_MAX_ITERATIONS", "7")
+
+    assert fresh()["MAX_ITERATIONS"] == 7
+
+
+def test_environment_values_are_parsed_as_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COPILOT_RUNTIME_AGENTS", '{"planner": {"description": "Plans"}}')
+    monkeypatch.setenv("COPILOT_RUNTIME_OPENAI_TIMEOUT_SECONDS", "12.5")
+    monkeypatch.setenv("COPILOT_RUNTIME_ON_BEFORE_REQUEST", "null")
+
+    merged = fresh()
+
+    assert merged["AGENTS"] == {"planner": {"description": "Plans"}}
+    assert merged["OPENAI_TIMEOUT_SECONDS"] == 12.5
+    assert merged["ON_BEFORE_REQUEST"] is None
+
+
+def test_environment_strings_stay_strings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COPILOT_RUNTIME_ON_DISCONNECT", "continue")
+    monkeypatch.setenv("COPILOT_RUNTIME_OPENAI_BASE_URL", "http://127.0.0.1:9999/v1")
+
+    merged = fresh()
+
+    assert merged["ON_DISCONNECT"] == "continue"
+    assert merged["OPENAI_BASE_URL"] == "http://127.0.0.1:9999/v1"
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("https://a.example, https://b.example", ["https://a.example", "https://b.example"]),
+        ("https://a.example", ["https://a.example"]),
+        ('["https://a.example", "https://b.example"]', ["https://a.example", "https://b.example"]),
+        (" , ", []),
+    ],
+)
+def test_list_settings_accept_comma_separated_values(
+    monkeypatch: pytest.MonkeyPatch, raw: str, expected: list[str]
+) -> None:
+    monkeypatch.setenv("COPILOT_RUNTIME_CORS_ALLOWED_ORIGINS", raw)
+
+    assert fresh()["CORS_ALLOWED_ORIGINS"] == expected
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [("true", True), ("false", False), ("yes", True), ("no", False), ("on", True), ("off", False)],
+)
+def test_boolean_settings_accept_the_usual_spellings(
+    monkeypatch: pytest.MonkeyPatch, raw: str, expected: bool
+) -> None:
+    monkeypatch.setenv("COPILOT_RUNTIME_ALLOW_ANONYMOUS", raw)
+
+    assert fresh()["ALLOW_ANONYMOUS"] is expected
+
+
+@pytest.mark.parametrize(("raw", "truthy"), [("1", True), ("0", False)])
+def test_boolean_settings_accept_digits(
+    monkeypatch: pytest.MonkeyPatch, raw: str, truthy: bool
+) -> None:
+    monkeypatch.setenv("COPILOT_RUNTIME_ALLOW_ANONYMOUS", raw)
+
+    assert bool(fresh()["ALLOW_ANONYMOUS"]) is truthy
+
+
+def test_settings_are_cached_until_cleared(monkeypatch: pytest.MonkeyPatch) -> None:
+    before = runtime_setting("MAX_ITERATIONS")
+    monkeypatch.setenv("COPILOT_RUNTIME_MAX_ITERATIONS", str(before + 5))
+
+    assert runtime_setting("MAX_ITERATIONS") == before
+    runtime_settings.cache_clear()
+    assert runtime_setting("MAX_ITERATIONS") == before + 5
+
+
+def test_override_settings_clears_the_cache() -> None:
+    original = runtime_setting("MAX_ITERATIONS")
+
+    with override_settings(COPILOT_RUNTIME={"MAX_ITERATIONS": original + 41}):
+        assert runtime_setting("MAX_ITERATIONS") == original + 41
+
+    assert runtime_setting("MAX_ITERATIONS") == original

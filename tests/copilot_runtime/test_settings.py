@@ -1,0 +1,76 @@
+"""The settings module's production checks, imported fresh in a subprocess per environment."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# Printed by a successful import: what the production checks decided.
+PROBE = (
+    "import copilot_runtime.settings as s; "
+    "print(s.DEBUG, s.COPILOT_RUNTIME['ALLOW_ANONYMOUS'], s.SECRET_KEY == s.DEFAULT_SECRET_KEY)"
+)
+OWN_SECRET_KEY = "a-long-random-secret-key-of-our-own-0123456789"
+
+
+def import_settings(**env: str) -> subprocess.CompletedProcess[str]:
+    base = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in {"ENVIRONMENT", "DEBUG", "SECRET_KEY"}
+        and not name.startswith("COPILOT_RUNTIME_")
+    }
+    return subprocess.run(
+        [sys.executable, "-c", PROBE],
+        cwd=REPO_ROOT,
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        pytest.param({"DEBUG": "true", "SECRET_KEY": OWN_SECRET_KEY}, id="debug-on"),
+        pytest.param({"DEBUG": "false"}, id="default-secret-key"),
+        pytest.param({}, id="nothing-set"),
+    ],
+)
+def test_production_refuses_debug_or_the_default_secret_key(env: dict[str, str]) -> None:
+    result = import_settings(ENVIRONMENT="production", **env)
+
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr
+    assert "ENVIRONMENT=production" in result.stderr
+
+
+def test_production_starts_with_debug_off_and_a_secret_key() -> None:
+    result = import_settings(ENVIRONMENT="production", DEBUG="false", SECRET_KEY=OWN_SECRET_KEY)
+
+    assert result.returncode == 0, result.stderr
+    debug, allow_anonymous, default_key = result.stdout.split()
+    assert (debug, default_key) == ("False", "False")
+    # Anonymous callers are turned away in production unless the project allows them.
+    assert allow_anonymous == "False"
+
+
+def test_production_is_spelled_case_insensitively() -> None:
+    result = import_settings(ENVIRONMENT=" Production ", DEBUG="1", SECRET_KEY=OWN_SECRET_KEY)
+
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr
+
+
+def test_development_defaults_welcome_anonymous_callers_with_debug_on() -> None:
+    result = import_settings()
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "True", "True"]
