@@ -274,7 +274,7 @@ def profile_server(
                     str(PY_SPY_RATE_HZ),
                     "--format",
                     "raw",
-                    "--native",
+                    "--gil",
                     "--output",
                     str(raw_path),
                 ],

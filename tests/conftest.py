@@ -242,3 +242,20 @@ def base_subprocess_env() -> dict[str, str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("REDIS_URL", None)
     return env
+
+
+# --- connections opened by in-process runs ------------------------------------------------------
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_async_executor_connections(django_db_setup: None) -> Iterator[None]:
+    """Close the connection of asgiref's shared thread before the test database is dropped.
+
+    Async tests (and runs executed in-process) reach the ORM through ``sync_to_async``, whose
+    thread keeps its connection open; PostgreSQL refuses to drop a database still in use.
+    """
+    yield
+    from asgiref.sync import SyncToAsync
+    from django.db import connections
+
+    SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=10)

@@ -32,8 +32,10 @@ def check_json_body(request: HttpRequest) -> JsonBody | HttpResponse:
     declared = request.headers.get("Content-Length")
     if declared and declared.isdigit() and int(declared) > limit:
         return _too_large(limit)
+    # Read the stream ourselves: request.body would apply Django's own (smaller, unrelated)
+    # DATA_UPLOAD_MAX_MEMORY_SIZE instead of the runtime's limit.
     try:
-        raw = request.body
+        raw = request.read(limit + 1)
     except RequestDataTooBig:
         return _too_large(limit)
     if len(raw) > limit:

@@ -191,9 +191,13 @@ def csrf_cookie(client: Client) -> str:
     return client.cookies[django_settings.CSRF_COOKIE_NAME].value
 
 
+@pytest.mark.parametrize("has_cookie", [False, True], ids=["no-cookie", "cookie-only"])
 def test_a_session_post_without_the_csrf_token_is_refused(
-    csrf_client: Client, alices_thread: str
+    csrf_client: Client, alices_thread: str, has_cookie: bool
 ) -> None:
+    if has_cookie:
+        csrf_cookie(csrf_client)
+
     response = load_agent_state(csrf_client, thread_id=alices_thread)
 
     assert_authentication_error(response)

@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 import pytest
-from django.test import Client, override_settings
+from django.test import AsyncClient, Client, override_settings
 
 from tests.conversations.factories import message_row, state_row, thread_create
 from tests.copilot_runtime.http.helpers import (
@@ -47,6 +47,15 @@ def test_hello_answers_exactly(client: Client) -> None:
     assert response.status_code == 200
     assert response.content == b'{"data":{"hello":"Hello World"}}'
     assert response["Content-Type"].startswith("application/graphql-response+json")
+
+
+async def test_hello_answers_over_the_async_client() -> None:
+    response = await AsyncClient().post(
+        ENDPOINT, data=b'{"query":"{hello}"}', content_type="application/json"
+    )
+
+    assert response.status_code == 200
+    assert response.content == b'{"data":{"hello":"Hello World"}}'
 
 
 def test_hello_answers_plain_json_to_a_json_only_client(client: Client) -> None:
