@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -164,10 +165,8 @@ class Connection:
     async def close(self) -> None:
         self.reusable = False
         self.writer.close()
-        try:
+        with contextlib.suppress(OSError, asyncio.CancelledError):
             await self.writer.wait_closed()
-        except (OSError, asyncio.CancelledError):
-            pass
 
     async def exchange(self, request: bytes) -> tuple[float, StreamObservation]:
         """Send ``request``; read the whole response. Returns (send time, observation)."""
@@ -415,10 +414,8 @@ async def run_load(
         await asyncio.sleep(plan.warmup_seconds)
         run.open_window()
         if plan.duration_seconds is not None:
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(run.window_closed.wait(), plan.duration_seconds)
-            except TimeoutError:
-                pass
         else:
             await run.window_closed.wait()
         run.close_window()

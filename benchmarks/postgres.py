@@ -37,7 +37,9 @@ def find_pg_bin() -> Path | None:
         return Path(configured) if (Path(configured) / "initdb").exists() else None
     candidates = sorted(
         Path("/usr/lib/postgresql").glob("*/bin"),
-        key=lambda path: [int(part) if part.isdigit() else 0 for part in path.parent.name.split(".")],
+        key=lambda path: [
+            int(part) if part.isdigit() else 0 for part in path.parent.name.split(".")
+        ],
     )
     for candidate in reversed(candidates):
         if (candidate / "initdb").exists():

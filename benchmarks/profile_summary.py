@@ -6,12 +6,12 @@ name their file (``path.py:line``), native frames their library (``malloc (libc.
 
 Three views:
 
-- **by component**: each sample goes to the *deepest* frame that belongs to a specific
-  component (JSON, ORM/DB, upstream HTTP client, GraphQL library, wire encoding, the runtime's
-  own code, garbage collector); samples with none go to the deepest "framework" frame (Django
-  request handling, the asgiref sync/async bridge, asyncio/daphne/twisted), else "other".
-  So an httpx socket read that bottoms out in asyncio counts as upstream HTTP, and asyncio
-  work the runtime itself asks for (queues, tasks) counts as runtime code;
+- **by component**: each sample goes to the component (JSON, ORM/DB, upstream HTTP client,
+  GraphQL library, wire encoding, the runtime's own code, Django request handling, the asgiref
+  sync/async bridge, asyncio/daphne/twisted) of its deepest frame that has one, looking
+  through plumbing (asyncio, threads, selectors): an httpx read that bottoms out in asyncio
+  counts as upstream HTTP, asyncio work the runtime itself asks for (queues, tasks) as runtime
+  code, and the event loop's own time as asyncio/daphne/twisted;
 - **by own time**: the deepest frame that is Python or a native extension (CPython's and libc's
   internals are folded into the Python function that called them);
 - **by inclusive time**: every Python function on the stack, once per sample.
@@ -31,37 +31,54 @@ _PYTHON_LOCATION = re.compile(r"^(?P<file>.+\.py):(?P<line>\d+)$")
 # Native code that is the interpreter or the C library, never a component of its own.
 _CORE_NATIVE = ("libpython", "libc.so", "libc-", "ld-linux", "[vdso]", "libpthread", "libm.so")
 
-# (component, predicate on (function, location)) for the specific components, in the order
-# they are tried on one frame.
-SPECIFIC_COMPONENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("JSON encode/decode (json, orjson)", ("json/", "orjson", "_json")),
-    ("ORM / database (django.db, psycopg, libpq)", ("django/db/", "psycopg", "libpq")),
+# Components in the order they are tried on one frame: (name, Python file prefixes, native
+# library substrings).
+COMPONENTS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("JSON encode/decode (json, orjson)", ("json/",), ("orjson", "_json")),
+    (
+        "ORM / database (django.db, psycopg, libpq)",
+        ("django/db/", "psycopg/", "psycopg_binary/"),
+        ("libpq", "psycopg"),
+    ),
     (
         "upstream HTTP client (openai, httpx, httpcore, anyio, h11)",
-        ("openai/", "httpx/", "httpcore/", "anyio/", "h11/", "sniffio/", "aiohttp/"),
+        ("openai/", "httpx/", "httpcore/", "httpcore2/", "anyio/", "h11/", "sniffio/", "aiohttp/"),
+        (),
     ),
-    ("GraphQL library (graphql-core, strawberry)", ("graphql/", "strawberry/")),
+    ("GraphQL library (graphql-core, strawberry)", ("graphql/", "strawberry/"), ()),
     (
         "wire encoding (transport.py, fastpath/encoder.py)",
         ("copilot_runtime/graphql/transport.py", "copilot_runtime/graphql/fastpath/encoder.py"),
+        (),
     ),
-    ("runtime code (copilot_runtime, conversations, agents)", (
-        "copilot_runtime/",
-        "conversations/",
-        "agents/",
-    )),
-)
-FRAMEWORK_COMPONENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("Django request/response handling", ("django/", "whitenoise/", "corsheaders/", "channels/")),
-    ("sync/async bridge (asgiref, thread pool)", ("asgiref/", "concurrent/futures/", "threading.py")),
+    (
+        "runtime code (copilot_runtime, conversations, agents)",
+        ("copilot_runtime/", "conversations/", "agents/"),
+        (),
+    ),
+    (
+        "Django request/response handling (handlers, middleware)",
+        ("django/", "whitenoise/", "corsheaders/", "channels/"),
+        (),
+    ),
+    (
+        "sync/async bridge (asgiref, thread pool)",
+        ("asgiref/", "concurrent/futures/", "threading.py"),
+        (),
+    ),
     (
         "asyncio / daphne / twisted",
         ("asyncio/", "twisted/", "daphne/", "autobahn/", "selectors.py", "socket.py", "ssl.py"),
+        (),
     ),
 )
+# Plumbing every component goes through: skipped while looking for the component that asked
+# for the work (an httpx read ending in asyncio is the upstream client's), used only when
+# nothing else is on the stack.
+TRANSPARENT = ("asyncio/", "concurrent/futures/", "threading.py", "selectors.py", "socket.py")
 GC_COMPONENT = "garbage collector"
 OTHER_COMPONENT = "other"
-_GC_FUNCTIONS = ("gc_collect", "collect_generations", "gc_collect_main")
+_GC_FUNCTIONS = ("gc_collect", "collect_generations")
 
 
 @dataclass(frozen=True)
@@ -110,36 +127,37 @@ def parse_collapsed(lines: Iterable[str]) -> list[tuple[tuple[Frame, ...], int]]
     return stacks
 
 
-def _matches(frame: Frame, needles: tuple[str, ...]) -> bool:
-    file = frame.file
-    return any(file.startswith(needle) or needle in frame.location for needle in needles)
-
-
-def _specific_component(frame: Frame) -> str | None:
-    if frame.is_core_native:
-        if frame.function.startswith(_GC_FUNCTIONS):
-            return GC_COMPONENT
+def _component(frame: Frame) -> str | None:
+    if frame.is_python:
+        file = frame.file
+        for name, prefixes, _ in COMPONENTS:
+            if file.startswith(prefixes):
+                return name
         return None
-    for component, needles in SPECIFIC_COMPONENTS:
-        if _matches(frame, needles):
-            return component
+    for name, _, libraries in COMPONENTS:
+        if any(library in frame.location for library in libraries):
+            return name
     return None
 
 
-def _framework_component(frame: Frame) -> str | None:
-    for component, needles in FRAMEWORK_COMPONENTS:
-        if _matches(frame, needles):
-            return component
-    return None
+def _is_transparent(frame: Frame) -> bool:
+    return frame.is_python and frame.file.startswith(TRANSPARENT)
 
 
 def component_of(stack: tuple[Frame, ...]) -> str:
+    """The component of the deepest non-plumbing frame that has one (see the module doc)."""
     for frame in reversed(stack):
-        component = _specific_component(frame)
+        if frame.is_core_native:
+            if frame.function.startswith(_GC_FUNCTIONS):
+                return GC_COMPONENT
+            continue
+        if _is_transparent(frame):
+            continue
+        component = _component(frame)
         if component is not None:
             return component
     for frame in reversed(stack):
-        component = _framework_component(frame)
+        component = _component(frame)
         if component is not None:
             return component
     return OTHER_COMPONENT
@@ -205,15 +223,17 @@ def summarize_file(path: Path, *, top: int = 30) -> ProfileBreakdown:
         return summarize(parse_collapsed(lines), top=top)
 
 
-def render(breakdown: ProfileBreakdown) -> str:
-    lines = [f"py-spy samples (all threads, idle excluded): {breakdown.total_samples}", ""]
+def render(breakdown: ProfileBreakdown, *, heading: str = "py-spy samples") -> str:
+    lines = [f"{heading}: {breakdown.total_samples}", ""]
     for title, shares in (
-        ("By component (deepest specific frame)", breakdown.by_component),
+        ("By component", breakdown.by_component),
         ("Top functions by own time", breakdown.by_own_time),
         ("Top functions by inclusive time", breakdown.by_inclusive_time),
     ):
         lines.append(title)
-        lines.extend(f"  {share.percent:5.1f}%  {share.samples:7d}  {share.name}" for share in shares)
+        lines.extend(
+            f"  {share.percent:5.1f}%  {share.samples:7d}  {share.name}" for share in shares
+        )
         lines.append("")
     return "\n".join(lines)
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks import procstat, profile_summary
+from benchmarks import pgstats, procstat, profile_summary
 from benchmarks.loadgen import Connection, LoadPlan, Target, run_load, send_one
 from benchmarks.postgres import PostgresUnavailable, ThrowawayPostgres, find_pg_bin, free_port
 from benchmarks.processes import (
@@ -142,14 +142,20 @@ def _machine() -> dict[str, Any]:
 
 
 class WindowSampler:
-    """CPU of the server, PostgreSQL and the fake upstream between the window's edges."""
+    """CPU of the server, PostgreSQL and the fake upstream, and the database's counters,
+    between the window's edges."""
 
-    def __init__(self, *, server_pid: int, postgres_pid: int | None, fake_pid: int) -> None:
+    def __init__(
+        self, *, server_pid: int, postgres_pid: int | None, fake_pid: int, database_url: str
+    ) -> None:
         self.server_pid = server_pid
         self.postgres_pid = postgres_pid
         self.fake_pid = fake_pid
+        self.database_url = database_url
         self._start: dict[str, float] = {}
+        self._database_start: dict[str, int] | None = None
         self.deltas: dict[str, float] = {}
+        self.database_deltas: dict[str, int] = {}
 
     def _sample(self) -> dict[str, float]:
         sample = {
@@ -161,11 +167,17 @@ class WindowSampler:
         return sample
 
     def start(self) -> None:
+        self._database_start = pgstats.database_counters(self.database_url)
         self._start = self._sample()
 
     def end(self) -> None:
         end = self._sample()
         self.deltas = {name: end[name] - self._start[name] for name in end}
+        database_end = pgstats.database_counters(self.database_url)
+        if self._database_start is not None and database_end is not None:
+            self.database_deltas = {
+                name: database_end[name] - self._database_start[name] for name in database_end
+            }
 
 
 def _per_request_ms(seconds: float | None, requests: int) -> float | None:
@@ -192,6 +204,11 @@ def _configuration_result(
         "fake_upstream_cpu_ms_per_request": _per_request_ms(
             sampler.deltas.get("fake_upstream"), completed
         ),
+        "postgres_per_request": {
+            name: round(value / completed, 2) for name, value in sampler.database_deltas.items()
+        }
+        if completed and sampler.database_deltas
+        else None,
         "server_peak_rss_mib": round(memory.get("VmHWM", 0) / MIB, 1),
         "server_rss_mib_after": round(memory.get("VmRSS", 0) / MIB, 1),
     }
@@ -217,8 +234,14 @@ def measure(
     server: Managed,
     postgres_pid: int | None,
     fake: Managed,
+    database_url: str,
 ) -> dict[str, Any]:
-    sampler = WindowSampler(server_pid=server.pid, postgres_pid=postgres_pid, fake_pid=fake.pid)
+    sampler = WindowSampler(
+        server_pid=server.pid,
+        postgres_pid=postgres_pid,
+        fake_pid=fake.pid,
+        database_url=database_url,
+    )
     plan = LoadPlan(
         concurrency=configuration.concurrency,
         tokens=configuration.tokens,
@@ -247,6 +270,7 @@ def profile_server(
     server: Managed,
     postgres_pid: int | None,
     fake: Managed,
+    database_url: str,
     output_dir: Path,
 ) -> dict[str, Any]:
     """The 50x50 load once more with py-spy sampling daphne; returns the summary."""
@@ -257,7 +281,12 @@ def profile_server(
     raw_path = output_dir / f"profile-{configuration.name}.collapsed.txt"
     seconds = max(1, math.ceil(duration_seconds))
     recorder: list[subprocess.Popen[bytes]] = []
-    sampler = WindowSampler(server_pid=server.pid, postgres_pid=postgres_pid, fake_pid=fake.pid)
+    sampler = WindowSampler(
+        server_pid=server.pid,
+        postgres_pid=postgres_pid,
+        fake_pid=fake.pid,
+        database_url=database_url,
+    )
 
     def start_recording() -> None:
         sampler.start()
@@ -291,7 +320,9 @@ def profile_server(
         duration_seconds=float(seconds),
     )
     summary = asyncio.run(
-        run_load(target=target, plan=plan, on_window_start=start_recording, on_window_end=sampler.end)
+        run_load(
+            target=target, plan=plan, on_window_start=start_recording, on_window_end=sampler.end
+        )
     )
     if not recorder:
         raise BenchmarkError("py-spy was never started")
@@ -304,7 +335,13 @@ def profile_server(
     if recorder[0].returncode != 0 or not raw_path.exists():
         raise BenchmarkError(f"py-spy failed: {stderr.decode(errors='replace')[-2000:]}")
     breakdown = profile_summary.summarize_file(raw_path)
-    text = profile_summary.render(breakdown)
+    text = profile_summary.render(
+        breakdown,
+        heading=(
+            f"py-spy --gil samples of daphne under {configuration.name} load "
+            f"({PY_SPY_RATE_HZ} Hz x {seconds} s; a sample = the thread holding the GIL)"
+        ),
+    )
     text_path = output_dir / f"profile-{configuration.name}.txt"
     text_path.write_text(text)
     loaded = _configuration_result(configuration, summary, sampler, server.pid)
@@ -333,28 +370,50 @@ def _fmt(value: Any, digits: int = 1) -> str:
 
 
 def render_table(results: list[dict[str, Any]]) -> str:
-    header = (
-        f"{'config':<7} {'req/s':>8} {'TTFT p50':>9} {'TTFT p95':>9} {'lat p50':>8} "
-        f"{'lat p95':>8} {'srv CPU':>8} {'srv CPU':>8} {'pg CPU':>7} {'peak RSS':>9} "
-        f"{'failed':>6} | {'TS req/s':>8} {'TS TTFT':>8}"
+    columns = (
+        ("config", "", 7),
+        ("req/s", "", 7),
+        ("TTFT p50", "ms", 9),
+        ("TTFT p95", "ms", 9),
+        ("lat p50", "ms", 8),
+        ("lat p95", "ms", 8),
+        ("srv CPU", "ms/req", 8),
+        ("srv CPU", "% core", 8),
+        ("peak RSS", "MiB", 9),
+        ("pg CPU", "ms/req", 7),
+        ("pg conn", "per req", 8),
+        ("pg xact", "per req", 8),
+        ("failed", "", 6),
+        ("| TS req/s", "", 10),
+        ("TS TTFT", "p50 ms", 8),
     )
-    units = (
-        f"{'':<7} {'':>8} {'ms':>9} {'ms':>9} {'ms':>8} {'ms':>8} {'ms/req':>8} "
-        f"{'% core':>8} {'ms/req':>7} {'MiB':>9} {'':>6} | {'':>8} {'p50 ms':>8}"
-    )
+    header = " ".join(f"{name:>{width}}" for name, _, width in columns)
+    units = " ".join(f"{unit:>{width}}" for _, unit, width in columns)
     lines = [header, units, "-" * len(header)]
     for result in results:
         reference = TYPESCRIPT_REFERENCE["configurations"].get(result["name"], {})
+        database = result.get("postgres_per_request") or {}
+        values = (
+            result["name"],
+            _fmt(result["requests_per_second"]),
+            _fmt(result["ttft"]["p50_ms"]),
+            _fmt(result["ttft"]["p95_ms"]),
+            _fmt(result["latency"]["p50_ms"]),
+            _fmt(result["latency"]["p95_ms"]),
+            _fmt(result["server_cpu_ms_per_request"], 2),
+            _fmt(result["server_cpu_percent_of_core"]),
+            _fmt(result["server_peak_rss_mib"]),
+            _fmt(result["postgres_cpu_ms_per_request"], 2),
+            _fmt(database.get("sessions"), 2),
+            _fmt(database.get("transactions"), 2),
+            str(result["failed"]),
+            "| " + _fmt(reference.get("requests_per_second")),
+            _fmt(reference.get("ttft_p50_ms")),
+        )
         lines.append(
-            f"{result['name']:<7} {_fmt(result['requests_per_second']):>8} "
-            f"{_fmt(result['ttft']['p50_ms']):>9} {_fmt(result['ttft']['p95_ms']):>9} "
-            f"{_fmt(result['latency']['p50_ms']):>8} {_fmt(result['latency']['p95_ms']):>8} "
-            f"{_fmt(result['server_cpu_ms_per_request'], 2):>8} "
-            f"{_fmt(result['server_cpu_percent_of_core']):>8} "
-            f"{_fmt(result['postgres_cpu_ms_per_request'], 2):>7} "
-            f"{_fmt(result['server_peak_rss_mib']):>9} {result['failed']:>6} | "
-            f"{_fmt(reference.get('requests_per_second')):>8} "
-            f"{_fmt(reference.get('ttft_p50_ms')):>8}"
+            " ".join(
+                f"{value:>{width}}" for value, (_, _, width) in zip(values, columns, strict=True)
+            )
         )
     lines.append(
         f"TypeScript runtime 1.10.6: {TYPESCRIPT_REFERENCE['cpu_ms_per_request']} ms CPU/request, "
@@ -452,6 +511,7 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
                     server=server,
                     postgres_pid=postgres_pid,
                     fake=fake,
+                    database_url=database_url,
                 )
             )
 
@@ -466,6 +526,7 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
                 server=server,
                 postgres_pid=postgres_pid,
                 fake=fake,
+                database_url=database_url,
                 output_dir=arguments.output.parent,
             )
         if arguments.keep_logs:

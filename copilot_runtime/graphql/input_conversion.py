@@ -55,3 +55,9 @@ def _enum_wire_name(member: Enum) -> Any:
             if enum_value.value == member.value:
                 return enum_value.name
     return member.value
+
+
+def coerced_to_plain(value: Any) -> Any:
+    """Variables as graphql-core coerced them (camelCase dicts, enum members, datetimes) as
+    the plain JSON-like values the engine reads."""
+    return _to_plain(value)

@@ -20,7 +20,7 @@ from copilot_runtime.graphql.error_format import format_error, format_errors
 from copilot_runtime.graphql.execution import PreparedOperation
 from copilot_runtime.graphql.fastpath.documents import client_mutation_printed
 from copilot_runtime.graphql.fastpath.encoder import ROOT, V1Encoder, initial_payload
-from copilot_runtime.graphql.input_conversion import input_to_dict
+from copilot_runtime.graphql.input_conversion import coerced_to_plain
 from copilot_runtime.graphql.resolvers.generate import cancel_on_disconnect, start_v1_turn
 from copilot_runtime.graphql.schema import schema
 
@@ -70,10 +70,11 @@ async def serve_client_mutation(
     )
     if isinstance(coerced, list):
         return {"errors": format_errors(coerced)}
-    properties = coerced.get("properties")
+    values = coerced.coerced
+    properties = coerced_to_plain(values.get("properties"))
     try:
         started, request = await start_v1_turn(
-            context=context, data=input_to_dict(coerced["data"]), properties=properties
+            context=context, data=coerced_to_plain(values["data"]), properties=properties
         )
     except CopilotKitError as error:
         located = GraphQLError(error.message, path=[ROOT], original_error=error)

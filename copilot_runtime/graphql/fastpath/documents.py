@@ -8,6 +8,7 @@ GraphQL executor.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cache
 
 from graphql import (
@@ -18,9 +19,7 @@ from graphql import (
     SelectionSetNode,
     parse,
     print_ast,
-    visit,
 )
-from graphql.language import Visitor
 
 CLIENT_MUTATION = """
   mutation generateCopilotResponse($data: GenerateCopilotResponseInput!, $properties: JSONObject) {
@@ -152,29 +151,39 @@ CLIENT_MUTATION = """
 """
 
 
-class _AddTypename(Visitor):
+def _has_typename(selection_set: SelectionSetNode) -> bool:
+    return any(
+        isinstance(selection, FieldNode)
+        and selection.name.value == "__typename"
+        and selection.alias is None
+        for selection in selection_set.selections
+    )
+
+
+def _with_typenames(selection_set: SelectionSetNode, *, root: bool) -> SelectionSetNode:
     """urql's ``formatDocument``: ``__typename`` in every selection set below the root."""
-
-    def enter_operation_definition(self, node: OperationDefinitionNode, *_: object) -> None:
-        self._root = node.selection_set
-
-    def leave_selection_set(self, node: SelectionSetNode, *_: object) -> SelectionSetNode | None:
-        if node is getattr(self, "_root", None):
-            return None
-        has_typename = any(
-            isinstance(selection, FieldNode)
-            and selection.name.value == "__typename"
-            and selection.alias is None
-            for selection in node.selections
-        )
-        if has_typename:
-            return None
+    selections = []
+    for selection in selection_set.selections:
+        child = getattr(selection, "selection_set", None)
+        if child is not None:
+            selection = replace(selection, selection_set=_with_typenames(child, root=False))
+        selections.append(selection)
+    formatted = SelectionSetNode(selections=tuple(selections))
+    if not root and not _has_typename(formatted):
         typename = FieldNode(name=NameNode(value="__typename"), arguments=(), directives=())
-        return SelectionSetNode(selections=(*node.selections, typename))
+        formatted = SelectionSetNode(selections=(*selections, typename))
+    return formatted
 
 
 def urql_formatted(document: DocumentNode) -> DocumentNode:
-    return visit(document, _AddTypename())
+    definitions = []
+    for definition in document.definitions:
+        if isinstance(definition, OperationDefinitionNode):
+            definition = replace(
+                definition, selection_set=_with_typenames(definition.selection_set, root=True)
+            )
+        definitions.append(definition)
+    return DocumentNode(definitions=tuple(definitions))
 
 
 @cache

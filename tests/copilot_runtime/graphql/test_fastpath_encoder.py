@@ -213,3 +213,12 @@ def test_the_client_document_is_recognised_and_others_are_not() -> None:
     )
     assert not isinstance(bare, list)
     assert match_fast_operation(bare) is None
+
+
+def test_the_document_printed_by_the_real_urql_client_is_recognised() -> None:
+    from pathlib import Path
+
+    sent = (
+        Path(__file__).parent / "documents" / "generate_copilot_response.urql.graphql"
+    ).read_text()
+    assert print_ast(parse(sent)) == client_mutation_printed()
