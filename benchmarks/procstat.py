@@ -75,3 +75,19 @@ def memory_kib(pid: int) -> dict[str, int]:
         if name in {"VmHWM", "VmRSS"}:
             values[name] = int(rest.split()[0])
     return values
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds all cores spent not idle since boot (``/proc/stat``, first line)."""
+    fields = (PROC / "stat").read_text().splitlines()[0].split()[1:]
+    ticks = [int(value) for value in fields]
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
+    # guest time is already counted in user/nice
+    busy = sum(ticks[:8]) - idle
+    return busy / CLOCK_TICKS_PER_SECOND
+
+
+def own_cpu_seconds() -> float:
+    """This process (the load generator and the runner)."""
+    times = os.times()
+    return times.user + times.system

@@ -159,12 +159,23 @@ class WindowSampler:
 
     def _sample(self) -> dict[str, float]:
         sample = {
+            "machine_busy": procstat.machine_busy_seconds(),
             "server": procstat.cpu_times(self.server_pid).own,
             "fake_upstream": procstat.cpu_times(self.fake_pid).own,
+            "load_generator": procstat.own_cpu_seconds(),
         }
         if self.postgres_pid is not None:
             sample["postgres"] = procstat.tree_cpu_seconds(self.postgres_pid)
         return sample
+
+    def foreign_cpu_seconds(self) -> float | None:
+        """CPU the machine spent on processes that are not part of the benchmark."""
+        if not self.deltas or self.postgres_pid is None:
+            return None
+        ours = sum(
+            self.deltas[name] for name in ("server", "fake_upstream", "load_generator", "postgres")
+        )
+        return max(0.0, self.deltas["machine_busy"] - ours)
 
     def start(self) -> None:
         self._database_start = pgstats.database_counters(self.database_url)
@@ -191,6 +202,7 @@ def _configuration_result(
 ) -> dict[str, Any]:
     memory = procstat.memory_kib(server_pid)
     completed = summary.completed
+    foreign = sampler.foreign_cpu_seconds()
     return {
         "name": configuration.name,
         **summary.as_dict(),
@@ -210,6 +222,11 @@ def _configuration_result(
         if completed and sampler.database_deltas
         else None,
         "server_peak_rss_mib": round(memory.get("VmHWM", 0) / MIB, 1),
+        # Other processes on the machine during the window (other jobs skew the figures).
+        "foreign_cpu_percent_of_core": None
+        if foreign is None or not summary.window_seconds
+        else round(100 * foreign / summary.window_seconds, 1),
+        "load_average_after": [round(value, 2) for value in os.getloadavg()],
         "server_rss_mib_after": round(memory.get("VmRSS", 0) / MIB, 1),
     }
 
@@ -384,6 +401,7 @@ def render_table(results: list[dict[str, Any]]) -> str:
         ("pg conn", "per req", 8),
         ("pg xact", "per req", 8),
         ("failed", "", 6),
+        ("others", "% core", 7),
         ("| TS req/s", "", 10),
         ("TS TTFT", "p50 ms", 8),
     )
@@ -407,6 +425,7 @@ def render_table(results: list[dict[str, Any]]) -> str:
             _fmt(database.get("sessions"), 2),
             _fmt(database.get("transactions"), 2),
             str(result["failed"]),
+            _fmt(result["foreign_cpu_percent_of_core"]),
             "| " + _fmt(reference.get("requests_per_second")),
             _fmt(reference.get("ttft_p50_ms")),
         )
@@ -418,6 +437,10 @@ def render_table(results: list[dict[str, Any]]) -> str:
     lines.append(
         f"TypeScript runtime 1.10.6: {TYPESCRIPT_REFERENCE['cpu_ms_per_request']} ms CPU/request, "
         f"{TYPESCRIPT_REFERENCE['rss_mib']} MiB RSS."
+    )
+    lines.append(
+        "'others': CPU used by processes outside the benchmark during the window (of 200% on "
+        "2 cores); figures taken while it is high are not comparable."
     )
     return "\n".join(lines)
 

@@ -164,6 +164,11 @@ class Run(models.Model):
     first_token_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # What the executor needs to run the turn in another process (the parsed request).
+    request_payload = models.JSONField(null=True, blank=True, editable=False)
+    # Set by a stop; the process executing the run checks it (and is told on the layer).
+    cancel_requested = models.BooleanField(default=False)
+    attempts = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         ordering = ["-created_at"]

@@ -50,6 +50,10 @@ DEFAULTS: dict[str, Any] = {
     "OPENAI_MAX_RETRIES": 2,
     # Event log batching: flush coalesced deltas after this many milliseconds.
     "EVENT_FLUSH_MS": 30,
+    # The process executing a run renews its heartbeat this often; a run whose heartbeat is
+    # older than RUN_STALE_SECONDS is failed (its executor died).
+    "HEARTBEAT_SECONDS": 2.0,
+    "RUN_STALE_SECONDS": 15.0,
 }
 
 _ENV_PREFIX = "COPILOT_RUNTIME_"

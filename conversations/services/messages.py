@@ -81,6 +81,10 @@ def messages_sync_input(*, thread: Thread, messages: Iterable[InputMessage], run
     Message.objects.filter(thread=thread, superseded=False).exclude(
         kind=MessageKind.AGENT_STATE
     ).exclude(message_id__in=incoming_ids).update(superseded=True)
+    # A client that goes back to an earlier branch makes those messages current again.
+    Message.objects.filter(thread=thread, superseded=True, message_id__in=incoming_ids).update(
+        superseded=False
+    )
 
     known = set(
         Message.objects.filter(thread=thread, message_id__in=incoming_ids).values_list(

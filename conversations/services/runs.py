@@ -36,6 +36,14 @@ class Usage:
 
 
 @dataclass(slots=True)
+class RunOutcome:
+    status: str
+    usage: Usage
+    error_code: str = ""
+    error_details: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
 class LoggedEvent:
     seq: int
     type: str
@@ -75,12 +83,30 @@ def run_create(
 
 
 def run_mark_running(*, run_id: str, model: str) -> bool:
-    """pending -> running. False when the run is not pending (already started, or stopped)."""
+    """pending -> running, once: False when the run is not pending (already started by an
+    earlier delivery of the same task, or stopped before it started)."""
     now = timezone.now()
     return bool(
         Run.objects.filter(pk=run_id, status=RunStatus.PENDING).update(
-            status=RunStatus.RUNNING, started_at=now, heartbeat_at=now, model=model
+            status=RunStatus.RUNNING,
+            started_at=now,
+            heartbeat_at=now,
+            model=model,
+            attempts=F("attempts") + 1,
         )
+    )
+
+
+def run_heartbeat(*, run_id: str) -> bool:
+    """Record that the executing process is alive; True when a stop was requested."""
+    Run.objects.filter(pk=run_id).update(heartbeat_at=timezone.now())
+    return Run.objects.filter(pk=run_id, cancel_requested=True).exists()
+
+
+def run_request_cancel(*, run_id: str) -> bool:
+    """Ask the process executing the run to stop it. False when the run already ended."""
+    return bool(
+        Run.objects.filter(pk=run_id, status__in=ACTIVE_STATUSES).update(cancel_requested=True)
     )
 
 
@@ -92,8 +118,10 @@ def run_record_progress(
     messages: list[OutputMessage],
     agent_states: list[dict[str, Any]],
     first_token_at: dt.datetime | None = None,
+    outcome: RunOutcome | None = None,
 ) -> None:
-    """One batch of a run's progress: log entries, finished output messages, state snapshots."""
+    """One batch of a run's progress: log entries, finished output messages, state snapshots;
+    with ``outcome``, the run's end too, in the same transaction as its last events."""
     if events:
         RunEvent.objects.bulk_create(
             [RunEvent(run_id=run_id, seq=e.seq, type=e.type, payload=e.payload) for e in events]
@@ -109,6 +137,14 @@ def run_record_progress(
     if first_token_at is not None:
         updates["first_token_at"] = first_token_at
     Run.objects.filter(pk=run_id).update(**updates)
+    if outcome is not None:
+        run_finish(
+            run_id=run_id,
+            status=outcome.status,
+            usage=outcome.usage,
+            error_code=outcome.error_code,
+            error_details=outcome.error_details,
+        )
 
 
 @transaction.atomic

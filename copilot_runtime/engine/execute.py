@@ -8,21 +8,30 @@ flusher in small batches (the first token at once, then every ``EVENT_FLUSH_MS``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
 
 from conversations.models import RunStatus
-from conversations.services.runs import run_finish, run_mark_running, run_record_progress
+from conversations.services.runs import (
+    RunOutcome,
+    run_heartbeat,
+    run_mark_running,
+    run_record_progress,
+)
 from copilot_runtime.adapters import adapter_from_settings
 from copilot_runtime.conf import runtime_setting
 from copilot_runtime.engine.actions import server_actions_from_settings
 from copilot_runtime.engine.chat import ChatTurn, chat_turn_events
 from copilot_runtime.engine.hooks import RequestHookContext, call_after_request
 from copilot_runtime.engine.recorder import CANCELLED_REASON, STREAM_ERROR_REASON, RunRecorder
+from copilot_runtime.engine.relay import CANCEL_MESSAGE, announce_batch, run_control_group
 from copilot_runtime.engine.request import TurnRequest
 from copilot_runtime.errors import CopilotKitError
 from copilot_runtime.events import Event, RunError, RunFinished
@@ -42,6 +51,7 @@ class _Flusher:
     def __init__(self, recorder: RunRecorder, interval: float) -> None:
         self._recorder = recorder
         self._interval = interval
+        self._outcome: RunOutcome | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -57,15 +67,15 @@ class _Flusher:
         while not self._closing:
             await self._wake.wait()
             self._wake.clear()
-            if self._flushed_first and not self._closing:
-                # Coalesce: at most one write per interval after the first one.
+            if self._flushed_first and not self._closing and not self._recorder.first_token_pending:
+                # Coalesce: at most one write per interval, except for the first token.
                 delay = self._interval - (time.monotonic() - self._last_flush)
                 if delay > 0:
                     await asyncio.sleep(delay)
             await self._write()
 
-    async def _write(self) -> None:
-        if not self._recorder.has_pending:
+    async def _write(self, outcome: RunOutcome | None = None) -> None:
+        if not self._recorder.has_pending and outcome is None:
             return
         batch = self._recorder.take_batch()
         self._flushed_first = True
@@ -76,15 +86,70 @@ class _Flusher:
             messages=batch.messages,
             agent_states=batch.agent_states,
             first_token_at=batch.first_token_at,
+            outcome=outcome,
         )
+        # Logged (and committed) first, announced second: a follower can always catch up.
+        await announce_batch(self._recorder.run_id, batch.events)
 
-    async def close(self) -> None:
-        """Write everything still pending, after any write in progress."""
+    async def close(self, outcome: RunOutcome) -> None:
+        """Write everything still pending, and the run's end, after any write in progress."""
         self._closing = True
         self._wake.set()
         if self._task is not None:
             await self._task
-        await self._write()
+        await self._write(outcome)
+
+
+class _Watchdog:
+    """While a run executes: renew its heartbeat, and stop it when a stop is requested
+    (told at once on the layer, and checked in the database with each heartbeat)."""
+
+    def __init__(self, run_id: str, target: asyncio.Task[Any]) -> None:
+        self._run_id = run_id
+        self._target = target
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        self._tasks = [
+            asyncio.create_task(self._heartbeats()),
+            asyncio.create_task(self._listen_for_stop()),
+        ]
+
+    def _stop_target(self) -> None:
+        if not self._target.done():
+            self._target.cancel()
+
+    async def _heartbeats(self) -> None:
+        interval = float(runtime_setting("HEARTBEAT_SECONDS"))
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                if await sync_to_async(run_heartbeat)(run_id=self._run_id):
+                    self._stop_target()
+            except Exception:  # a database hiccup must not kill the run
+                logger.warning("heartbeat of run %s failed", self._run_id, exc_info=True)
+
+    async def _listen_for_stop(self) -> None:
+        layer = get_channel_layer()
+        if layer is None:
+            return
+        channel = await layer.new_channel()
+        group = run_control_group(self._run_id)
+        await layer.group_add(group, channel)
+        try:
+            while True:
+                message = await layer.receive(channel)
+                if message.get("type") == CANCEL_MESSAGE:
+                    self._stop_target()
+        finally:
+            await layer.group_discard(group, channel)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
 
 
 async def run_execute(
@@ -92,9 +157,10 @@ async def run_execute(
     run_id: str,
     thread_id: str,
     request: TurnRequest,
-    publish: Callable[[Event], None],
+    publish: Callable[[Event], None] | None = None,
 ) -> str:
-    """Run the turn of a prepared run to its end; returns the final status."""
+    """Run the turn of a prepared run to its end; returns the final status ("" when the run
+    was not pending, e.g. a redelivered task whose run already started)."""
     adapter = adapter_from_settings()
     model = request.forwarded.model or adapter.default_model
     recorder = RunRecorder(run_id=run_id, thread_id=thread_id, agent_name=request.agent_name)
@@ -102,26 +168,43 @@ async def run_execute(
 
     def emit(event: Event) -> None:
         recorder.observe(event)
-        publish(event)
+        if publish is not None:
+            publish(event)
         flusher.poke()
 
-    status = RunStatus.SUCCEEDED
     try:
-        if not await sync_to_async(run_mark_running)(run_id=run_id, model=model):
-            logger.info("run %s is not pending any more; not starting it twice", run_id)
-            return ""
-        turn = ChatTurn(
+        started = await sync_to_async(run_mark_running)(run_id=run_id, model=model)
+    except asyncio.CancelledError:
+        started = None  # stopped before it began: recorded as cancelled below
+    if started is False:
+        logger.info("run %s is not pending any more; not starting it twice", run_id)
+        return ""
+    if started is None:
+        emit(RunFinished(status=str(RunStatus.CANCELLED)))
+        await flusher.close(
+            RunOutcome(status=RunStatus.CANCELLED, usage=recorder.usage, error_code="CANCELLED")
+        )
+        return str(RunStatus.CANCELLED)
+
+    turn_task = asyncio.create_task(
+        _turn(
+            emit=emit,
             request=request,
             adapter=adapter,
-            server_actions=server_actions_from_settings(),
-            max_iterations=int(runtime_setting("MAX_ITERATIONS")),
         )
-        async for event in chat_turn_events(turn):
-            emit(event)
+    )
+    watchdog = _Watchdog(run_id, turn_task)
+    watchdog.start()
+    status = RunStatus.SUCCEEDED
+    try:
+        await turn_task
         if recorder.error is not None:
             status = RunStatus.FAILED
     except asyncio.CancelledError:
-        # Stopped (client gone, /stop, admin): what was produced so far is kept below.
+        # Stopped (client gone, stop requested, admin): what was produced so far is kept.
+        turn_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await turn_task  # the upstream request is closed before the run is recorded
         status = RunStatus.CANCELLED
     except CopilotKitError as exc:
         status = RunStatus.FAILED
@@ -130,20 +213,22 @@ async def run_execute(
         logger.exception("run %s failed unexpectedly", run_id)
         status = RunStatus.FAILED
         emit(RunError(message=UNEXPECTED_ERROR_MESSAGE, code="UNKNOWN"))
+    finally:
+        await watchdog.stop()
 
     reason = CANCELLED_REASON if status == RunStatus.CANCELLED else STREAM_ERROR_REASON
     recorder.close_open_messages(reason=reason)
     emit(RunFinished(status=str(status)))
-    await flusher.close()
     error = recorder.error
-    await sync_to_async(run_finish)(
-        run_id=run_id,
-        status=status,
-        usage=recorder.usage,
-        error_code=(
-            error.code if error else ("CANCELLED" if status == RunStatus.CANCELLED else "")
-        ),
-        error_details=({"message": error.message, **error.details} if error else None),
+    await flusher.close(
+        RunOutcome(
+            status=status,
+            usage=recorder.usage,
+            error_code=(
+                error.code if error else ("CANCELLED" if status == RunStatus.CANCELLED else "")
+            ),
+            error_details=({"message": error.message, **error.details} if error else None),
+        )
     )
     await call_after_request(
         RequestHookContext(
@@ -156,3 +241,14 @@ async def run_execute(
         )
     )
     return str(status)
+
+
+async def _turn(*, emit: Callable[[Event], None], request: TurnRequest, adapter: Any) -> None:
+    turn = ChatTurn(
+        request=request,
+        adapter=adapter,
+        server_actions=server_actions_from_settings(),
+        max_iterations=int(runtime_setting("MAX_ITERATIONS")),
+    )
+    async for event in chat_turn_events(turn):
+        emit(event)

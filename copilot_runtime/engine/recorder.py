@@ -185,6 +185,11 @@ class RunRecorder:
             self._close(message_id)
 
     @property
+    def first_token_pending(self) -> bool:
+        """The first token is observed but not written yet: it is flushed at once."""
+        return self._first_token_unsent
+
+    @property
     def has_pending(self) -> bool:
         return bool(self._pending or self._finished or self._states or self._first_token_unsent)
 

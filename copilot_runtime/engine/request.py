@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import orjson
@@ -214,3 +214,25 @@ def parse_generate_input(data: dict[str, Any], properties: dict[str, Any] | None
         frontend_url=frontend.get("url"),
         cloud=data.get("cloud"),
     )
+
+
+def turn_request_to_payload(request: TurnRequest) -> dict[str, Any]:
+    """A JSON-ready form of the request, stored on the run for the process that executes it."""
+    payload = asdict(request)
+    for message in payload["messages"]:
+        created = message.get("created_at")
+        message["created_at"] = created.isoformat() if created else None
+    payload["context"] = [list(entry) for entry in request.context]
+    return payload
+
+
+def turn_request_from_payload(payload: dict[str, Any]) -> TurnRequest:
+    data = dict(payload)
+    data["messages"] = [
+        InputMessage(**{**message, "created_at": _parse_datetime(message.get("created_at"))})
+        for message in payload["messages"]
+    ]
+    data["actions"] = [FrontendAction(**action) for action in payload["actions"]]
+    data["context"] = [tuple(entry) for entry in payload["context"]]
+    data["forwarded"] = ForwardedParameters(**payload["forwarded"])
+    return TurnRequest(**data)

@@ -255,6 +255,24 @@ def test_deleting_a_middle_message_keeps_the_later_ones_current() -> None:
     assert current_ids(thread) == ["u1", "u2", "a2", "u3"]
 
 
+def test_a_history_that_brings_back_superseded_messages_makes_them_current_again() -> None:
+    thread = thread_create()
+    sync(thread, text_input("u1"), assistant("a1"), text_input("u2"), assistant("a2"))
+    # A second tab, opened before u2, asks something else on the same thread...
+    sync(thread, text_input("u1"), assistant("a1"), text_input("u3"))
+    # ...then the first tab asks again with its own history, u2 and a2 included.
+    sync(
+        thread,
+        text_input("u1"),
+        assistant("a1"),
+        text_input("u2"),
+        assistant("a2"),
+        text_input("u4"),
+    )
+
+    assert current_ids(thread) == ["u1", "a1", "u2", "a2", "u4"]
+
+
 # --- the thread's title -----------------------------------------------------------------------
 
 

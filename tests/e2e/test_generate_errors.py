@@ -40,7 +40,6 @@ pytestmark = pytest.mark.e2e
 versions = pytest.mark.parametrize("version", JS_CLIENT_VERSIONS)
 
 
-
 @pytest.fixture
 def server(live_server_factory: Any, fake_upstream: FakeUpstream) -> ServedProcess:
     return live_server_factory(env=server_env(fake_upstream.base_url))
@@ -149,12 +148,12 @@ def test_second_request_on_a_busy_thread_is_refused_until_the_first_ends(
         ) as held,
     ):
         assert held.status_code == 200
-        # The first part (threadId, runId) arrives before the model answers anything.
+        # The first part (threadId, runId) arrives before the model answers anything. The
+        # iterator is kept (not abandoned by a `break`): dropping it closes the connection.
+        chunks = held.iter_raw()
         received = b""
-        for chunk in held.iter_raw():
-            received += chunk
-            if b'"runId"' in received:
-                break
+        while b'"runId"' not in received:
+            received += next(chunks)
         assert f'"threadId":"{thread_id}"'.encode() in received
         busy_run = wait_for(
             lambda: Run.objects.filter(

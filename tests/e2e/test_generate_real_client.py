@@ -210,9 +210,13 @@ def test_request_without_thread_id_gets_a_generated_one(
     assert result["errors"] == []
     thread_id = result["final"]["threadId"]
     assert str(uuid.UUID(thread_id)) == thread_id
-    assert joined_content(only_message(result)) == "A fresh thread."
+    answer = only_message(result)
+    assert joined_content(answer) == "A fresh thread."
     thread = Thread.objects.get(thread_id=thread_id)
     run = finished_run(result["final"]["runId"])
     assert run.thread_id == thread.pk
-    assert [row.message_id for row in thread_rows(thread_id)][0] == "u1"
+    assert [(row.message_id, row.content) for row in thread_rows(thread_id)] == [
+        ("u1", "Start something new"),
+        (answer["id"], "A fresh thread."),
+    ]
     assert Run.objects.filter(thread=thread).count() == 1

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 import threading
+import uuid
 from dataclasses import dataclass
 from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+import httpx
 
 from tests.e2e.js_client import run_js
 
@@ -93,3 +96,35 @@ def captured_generate_request(version: str) -> CapturedRequest:
     return CapturedRequest(
         query=payload["query"], operation_name=payload["operationName"], headers=headers
     )
+
+
+def warm_up(server_url: str, fake_upstream: Any, *, version: str) -> None:
+    """Serve one whole turn, then forget it on the fake upstream's side.
+
+    A fresh server's first turn pays for lazy imports and first connections (over half a
+    second); tests that abort after a fixed time warm the server first so that the abort
+    lands where they mean it to. Call before scripting the test's own replies.
+    """
+    captured = captured_generate_request(version)
+    fake_upstream.script({"text": "warm"})
+    data = {
+        "frontend": {"actions": []},
+        "messages": [
+            {
+                "id": "warm-up",
+                "createdAt": "2025-01-01T00:00:00.000Z",
+                "textMessage": {"content": "warm up", "role": "user"},
+            }
+        ],
+        "metadata": {"requestType": "Chat"},
+        "threadId": f"warm-up-{uuid.uuid4()}",
+    }
+    response = httpx.post(
+        server_url + CAPTURE_PATH,
+        content=captured.body(data),
+        headers=captured.request_headers(),
+        timeout=30,
+    )
+    if response.status_code != 200 or b"SuccessResponseStatus" not in response.content:
+        raise RuntimeError(f"warm-up turn failed: {response.status_code} {response.text[:500]}")
+    fake_upstream.reset()

@@ -89,6 +89,18 @@ def test_json_sent_as_text_plain_is_accepted(client: Client) -> None:
     assert body_of(response) == {"data": {"hello": "Hello World"}}
 
 
+@pytest.mark.parametrize(
+    "content_type", ["application/json; charset=utf-8", "application/graphql-response+json"]
+)
+def test_json_content_types_with_parameters_or_suffixes_are_accepted(
+    client: Client, content_type: str
+) -> None:
+    response = client.post(ENDPOINT, data=b'{"query": "{ hello }"}', content_type=content_type)
+
+    assert response.status_code == 200
+    assert body_of(response) == {"data": {"hello": "Hello World"}}
+
+
 @override_settings(COPILOT_RUNTIME={"MAX_BODY_BYTES": 64})
 def test_a_body_over_the_limit_is_413(client: Client) -> None:
     response = post_graphql(client, "{ hello }", {"padding": "x" * 200})

@@ -1,0 +1,135 @@
+"""The run's event log, announced on the channel layer and followed by any process.
+
+The process executing a run writes each batch of events to ``RunEvent`` first, then announces
+it on the run's group. The layer is a lossy notification bus (it drops messages at capacity),
+so a follower treats Postgres as the truth: it reads what it missed from the log whenever it
+attaches late or sees a gap in the sequence numbers, and skips what it has already yielded.
+The followed stream is exactly the logged stream: no gap, no duplicate, same order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+
+from conversations.models import RunEvent
+from conversations.services.runs import LoggedEvent
+from copilot_runtime.events import RunFinished
+
+logger = logging.getLogger(__name__)
+
+BATCH_MESSAGE = "run.batch"
+CANCEL_MESSAGE = "run.cancel"
+# How often a follower with nothing to read checks the run is still alive.
+IDLE_CHECK_SECONDS = 2.0
+
+
+def run_group(run_id: str) -> str:
+    """The layer group of a run's events (a hash: group names allow few characters)."""
+    return "run." + hashlib.sha1(run_id.encode()).hexdigest()
+
+
+def run_control_group(run_id: str) -> str:
+    return "runctl." + hashlib.sha1(run_id.encode()).hexdigest()
+
+
+async def announce_batch(run_id: str, events: list[LoggedEvent]) -> None:
+    """Tell followers a batch was logged. Best effort: the log already has it."""
+    layer = get_channel_layer()
+    if layer is None or not events:
+        return
+    message = {
+        "type": BATCH_MESSAGE,
+        "events": [[event.seq, event.type, event.payload] for event in events],
+    }
+    try:
+        await layer.group_send(run_group(run_id), message)
+    except Exception:  # a layer outage must not fail the run; followers read the log
+        logger.warning("could not announce a batch of run %s", run_id, exc_info=True)
+
+
+async def announce_cancel(run_id: str) -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        await layer.group_send(run_control_group(run_id), {"type": CANCEL_MESSAGE})
+    except Exception:
+        logger.warning("could not announce the stop of run %s", run_id, exc_info=True)
+
+
+def log_read(*, run_id: str, after_seq: int, limit: int = 1000) -> list[LoggedEvent]:
+    rows = RunEvent.objects.filter(run_id=run_id, seq__gt=after_seq).order_by("seq")[:limit]
+    return [LoggedEvent(seq=row.seq, type=row.type, payload=row.payload) for row in rows]
+
+
+async def follow_run(
+    run_id: str,
+    *,
+    after_seq: int = 0,
+    check_alive: Callable[[], Awaitable[None]] | None = None,
+) -> AsyncIterator[LoggedEvent]:
+    """Every logged event of the run after ``after_seq``, live, until ``run_finished``.
+
+    ``check_alive`` is awaited whenever nothing arrived for ``IDLE_CHECK_SECONDS``: it may
+    end a run whose executor died (appending its final events to the log).
+    """
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    group = run_group(run_id)
+    # Join first, then read the log: nothing logged in between can be missed.
+    await layer.group_add(group, channel)
+    next_seq = after_seq + 1
+    try:
+        finished = False
+
+        async def backlog(until: int | None = None) -> AsyncIterator[LoggedEvent]:
+            nonlocal next_seq, finished
+            while True:
+                rows = await sync_to_async(log_read)(run_id=run_id, after_seq=next_seq - 1)
+                if not rows:
+                    return
+                for row in rows:
+                    if until is not None and row.seq >= until:
+                        return
+                    next_seq = row.seq + 1
+                    finished = finished or row.type == RunFinished.type
+                    yield row
+                if len(rows) < 1000:
+                    return
+
+        async for row in backlog():
+            yield row
+        while not finished:
+            try:
+                message: dict[str, Any] = await asyncio.wait_for(
+                    layer.receive(channel), IDLE_CHECK_SECONDS
+                )
+            except TimeoutError:
+                if check_alive is not None:
+                    await check_alive()
+                async for row in backlog():
+                    yield row
+                continue
+            if message.get("type") != BATCH_MESSAGE:
+                continue
+            for seq, event_type, payload in message["events"]:
+                if seq < next_seq:
+                    continue  # already yielded (read from the log before the layer caught up)
+                if seq > next_seq:
+                    # The layer dropped something: the log has it.
+                    async for row in backlog(until=seq):
+                        yield row
+                if seq != next_seq:
+                    continue
+                next_seq = seq + 1
+                finished = finished or event_type == RunFinished.type
+                yield LoggedEvent(seq=seq, type=event_type, payload=payload)
+    finally:
+        await layer.group_discard(group, channel)
