@@ -86,17 +86,24 @@ class MultipartMixedParser:
         while (index := buffer.find(delimiter, start)) >= 0:
             segment = buffer[start:index]
             start = index + len(delimiter)
-            if not self._preamble_skipped:
+            if self._preamble_skipped:
+                body = _part_body(segment)
+                if body:
+                    bodies.append(body)
+            else:
                 self._preamble_skipped = True
-                continue
-            body = _part_body(segment)
-            if body:
-                bodies.append(body)
+            if buffer.startswith(b"--", start):
+                return self._close(bodies)
         rest = buffer[start:]
         if self._preamble_skipped and rest.startswith(b"--"):
-            self.closed = True
-            rest = b""
+            return self._close(bodies)
         self._buffer = rest
+        return bodies
+
+    def _close(self, bodies: list[bytes]) -> list[bytes]:
+        """The close delimiter: what follows it (the epilogue) means nothing."""
+        self.closed = True
+        self._buffer = b""
         return bodies
 
     @property

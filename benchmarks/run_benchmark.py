@@ -13,9 +13,10 @@ throwaway database, PostgreSQL's CPU per request. Prints a table and writes JSON
 Database: ``DATABASE_URL`` when set (it must be PostgreSQL; the run writes rows into it),
 otherwise a throwaway PostgreSQL set up like ``scripts/test.sh``'s (``benchmarks.postgres``).
 
-``--profile`` then runs the 50x50 configuration once more with ``py-spy record`` attached to
-daphne and prints where the server's time goes (``benchmarks.profile_summary``); py-spy is not
-a project dependency: ``.venv/bin/pip install py-spy``.
+``--profile`` then runs the 50x50 configuration (``--profile-config``) once more with
+``py-spy record --gil`` attached to daphne and prints where the server's time goes
+(``benchmarks.profile_summary``); py-spy is not a project dependency:
+``.venv/bin/pip install py-spy``.
 """
 
 from __future__ import annotations
@@ -289,12 +290,12 @@ def profile_server(
     fake: Managed,
     database_url: str,
     output_dir: Path,
+    configuration: Configuration,
 ) -> dict[str, Any]:
-    """The 50x50 load once more with py-spy sampling daphne; returns the summary."""
+    """One configuration's load once more with py-spy sampling daphne; returns the summary."""
     py_spy = _py_spy()
     if py_spy is None:
         raise BenchmarkError("--profile needs py-spy: .venv/bin/pip install py-spy")
-    configuration = CONFIGURATIONS[PROFILE_CONFIGURATION]
     raw_path = output_dir / f"profile-{configuration.name}.collapsed.txt"
     seconds = max(1, math.ceil(duration_seconds))
     recorder: list[subprocess.Popen[bytes]] = []
@@ -457,7 +458,13 @@ def _parser() -> argparse.ArgumentParser:
         default=",".join(CONFIGURATIONS),
         help=f"comma-separated, from {', '.join(CONFIGURATIONS)}",
     )
-    parser.add_argument("--profile", action="store_true", help="also profile 50x50 with py-spy")
+    parser.add_argument("--profile", action="store_true", help="also profile with py-spy")
+    parser.add_argument(
+        "--profile-config",
+        choices=sorted(CONFIGURATIONS),
+        default=PROFILE_CONFIGURATION,
+        help="the configuration run under py-spy (default 50x50)",
+    )
     parser.add_argument(
         "--profile-duration", type=float, default=None, help="seconds (default: --duration)"
     )
@@ -540,7 +547,7 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
 
         profile = None
         if arguments.profile:
-            print(f"==> profiling {PROFILE_CONFIGURATION} with py-spy", file=sys.stderr)
+            print(f"==> profiling {arguments.profile_config} with py-spy", file=sys.stderr)
             arguments.output.parent.mkdir(parents=True, exist_ok=True)
             profile = profile_server(
                 target=target,
@@ -551,6 +558,7 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
                 fake=fake,
                 database_url=database_url,
                 output_dir=arguments.output.parent,
+                configuration=CONFIGURATIONS[arguments.profile_config],
             )
         if arguments.keep_logs:
             print(f"==> logs kept in {log_dir}", file=sys.stderr)

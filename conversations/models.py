@@ -123,7 +123,7 @@ class AgentState(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.agent_name}@{self.thread_id}"
+        return f"{self.agent_name}@{self.thread.thread_id}"
 
 
 class RunStatus(models.TextChoices):

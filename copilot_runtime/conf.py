@@ -32,8 +32,10 @@ DEFAULTS: dict[str, Any] = {
     "ACTIONS": [],
     # Cap on model calls in one turn's tool loop.
     "MAX_ITERATIONS": 10,
-    # ``inline`` (in-process asyncio task) or ``celery``.
+    # ``inline`` (in-process asyncio task) or ``celery`` (needs a broker).
     "EXECUTOR": "inline",
+    # A run on a worker is stopped after this long (Celery soft limit; hard limit + 30 s).
+    "RUN_TIME_LIMIT_SECONDS": 600.0,
     # What a dropped v1 HTTP stream does to its run: ``cancel`` or ``continue``.
     "ON_DISCONNECT": "cancel",
     # A second request on a running thread: ``reject`` (THREAD_BUSY).
@@ -60,14 +62,19 @@ _ENV_PREFIX = "COPILOT_RUNTIME_"
 
 
 def _parse_env(raw: str, default: Any) -> Any:
+    """An environment value in the type of the setting's default."""
+    if isinstance(default, bool):
+        return raw.strip().lower() in {"1", "true", "yes", "on"}
+    if isinstance(default, str):
+        return raw
     try:
         value = json.loads(raw)
     except ValueError:
         value = raw
     if isinstance(default, list) and isinstance(value, str):
         return [item.strip() for item in value.split(",") if item.strip()]
-    if isinstance(default, bool) and isinstance(value, str):
-        return value.strip().lower() in {"1", "true", "yes", "on"}
+    if isinstance(default, int | float) and isinstance(value, str):
+        raise ValueError(f"{_ENV_PREFIX}* expects a number, got {raw!r}")
     return value
 
 

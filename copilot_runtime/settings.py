@@ -97,6 +97,11 @@ DATABASES = {
         conn_max_age=int(os.environ.get("CONN_MAX_AGE", "0")),
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # An unreachable database must give callers a clear error quickly, not a hang.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+        "connect_timeout", int(os.environ.get("DATABASE_CONNECT_TIMEOUT", "5"))
+    )
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The embedded default serves several requests at once from one file.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
@@ -156,6 +161,18 @@ COPILOT_RUNTIME = {
     "OPENAI_MODEL": os.environ.get("OPENAI_MODEL", "gpt-4o-mini"),
 }
 
+# Runs are acknowledged when they end, so a worker that dies mid-turn does not lose them;
+# a redelivered run does not execute twice (starting a run is idempotent).
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    # How long an unacknowledged run stays reserved before Redis redelivers it.
+    "visibility_timeout": int(os.environ.get("CELERY_VISIBILITY_TIMEOUT", "3600")),
+}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BEAT_SCHEDULE = {
+    # Fail runs whose worker died, even when nobody is watching them.
+    "reap-stale-runs": {"task": "copilot.reap_stale_runs", "schedule": 10.0},
+}

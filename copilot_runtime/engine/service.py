@@ -7,9 +7,9 @@ call ``turn_start`` and then watch the run; they never touch the engine directly
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import dataclasses
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
@@ -21,10 +21,17 @@ from conversations.models import RunStatus
 from conversations.services.messages import messages_sync_input
 from conversations.services.runs import Usage, check_thread_not_busy, run_create, run_finish
 from conversations.services.threads import thread_get_or_create_for_turn
-from copilot_runtime.engine.execute import run_execute
+from copilot_runtime.engine.executor import (
+    CELERY,
+    executor_kind,
+    run_cancel,
+    schedule_on_worker,
+    start_inline,
+    watch_remote,
+)
 from copilot_runtime.engine.hooks import RequestHookContext, call_before_request
-from copilot_runtime.engine.live import LiveRun, live_run_forget, live_run_register
-from copilot_runtime.engine.request import TurnRequest
+from copilot_runtime.engine.reaper import runs_reap_stale
+from copilot_runtime.engine.request import TurnRequest, turn_request_to_payload
 from copilot_runtime.errors import CopilotKitError, ErrorCode
 from copilot_runtime.events import Event
 
@@ -39,9 +46,13 @@ class PreparedTurn:
 class StartedTurn:
     run_id: str
     thread_id: str
-    live: LiveRun
-    # Registered before the run starts, so the caller sees every event.
+    # Registered before the run starts, so the caller sees every event; None at the end.
     events: asyncio.Queue[Event | None]
+    # Stop watching (the run goes on).
+    detach: Callable[[], None]
+
+    async def cancel(self) -> bool:
+        return await run_cancel(run_id=self.run_id)
 
 
 def check_agent_runnable(*, agent_name: str) -> None:
@@ -63,6 +74,10 @@ def turn_prepare(
     thread = thread_get_or_create_for_turn(
         thread_id=thread_id, user=user, agent_name=request.agent_name
     )
+    # A run whose executor died must not keep its thread busy forever.
+    active = list(thread.runs.filter(status="running").values_list("pk", flat=True))
+    if active:
+        runs_reap_stale(run_ids=active)
     check_thread_not_busy(thread=thread)
     run = run_create(
         thread=thread,
@@ -72,13 +87,17 @@ def turn_prepare(
         previous_run_id=request.previous_run_id,
     )
     messages_sync_input(thread=thread, messages=request.messages, run=run)
+    if executor_kind() == CELERY:
+        run.request_payload = turn_request_to_payload(request)
+        run.save(update_fields=["request_payload"])
+        schedule_on_worker(run_id=run.id)
     return PreparedTurn(run_id=run.id, thread_id=thread_id)
 
 
 async def turn_start(
     *, user: AbstractBaseUser | AnonymousUser, request: TurnRequest, protocol: str
 ) -> StartedTurn:
-    """Prepare the run and start executing it in this process; watch ``live`` for events."""
+    """Prepare the run and hand it to the executor; its events arrive on ``events``."""
     prepared = await sync_to_async(turn_prepare)(user=user, request=request, protocol=protocol)
     try:
         await call_before_request(
@@ -102,26 +121,16 @@ async def turn_start(
             "The request was refused by the runtime's on_before_request hook.",
             code=ErrorCode.UNKNOWN,
         ) from exc
-    live = live_run_register(prepared.run_id)
-    events = live.watch()
+    if executor_kind() == CELERY:
+        events, detach = watch_remote(prepared.run_id)
+    else:
+        live, events = start_inline(
+            run_id=prepared.run_id, thread_id=prepared.thread_id, request=request
+        )
 
-    async def execute() -> None:
-        try:
-            await run_execute(
-                run_id=prepared.run_id,
-                thread_id=prepared.thread_id,
-                request=request,
-                publish=live.publish,
-            )
-        finally:
-            live.close()
-            live_run_forget(prepared.run_id)
+        def detach() -> None:
+            live.unwatch(events)
 
-    # A fresh context: the run outlives the request, and must not inherit the request's
-    # thread-sensitive executor, which Django shuts down when the response ends.
-    live.task = asyncio.create_task(
-        execute(), name=f"run:{prepared.run_id}", context=contextvars.Context()
-    )
     return StartedTurn(
-        run_id=prepared.run_id, thread_id=prepared.thread_id, live=live, events=events
+        run_id=prepared.run_id, thread_id=prepared.thread_id, events=events, detach=detach
     )

@@ -21,26 +21,32 @@ _EXPOSED_HEADERS = "Content-Type"
 _PREFLIGHT_MAX_AGE = "600"
 
 
-def _allowed_origin(request: HttpRequest) -> str | None:
+def _allowed_origin(request: HttpRequest) -> tuple[str, bool] | None:
+    """The origin to allow and whether with credentials. ``"*"`` in the list allows every
+    origin, but never with credentials (cookies): only listed origins get those."""
     origin = request.headers.get("Origin")
     if not origin or not request.path.startswith(RUNTIME_PATH_PREFIX):
         return None
     allowed = runtime_setting("CORS_ALLOWED_ORIGINS") or []
-    if "*" in allowed or origin in allowed:
-        return origin
+    if origin in allowed:
+        return origin, True
+    if "*" in allowed:
+        return origin, False
     return None
 
 
-def _decorate(response: HttpResponse, origin: str) -> HttpResponse:
+def _decorate(response: HttpResponse, allowed: tuple[str, bool]) -> HttpResponse:
+    origin, credentials = allowed
     response["Access-Control-Allow-Origin"] = origin
-    response["Access-Control-Allow-Credentials"] = "true"
+    if credentials:
+        response["Access-Control-Allow-Credentials"] = "true"
     response["Access-Control-Expose-Headers"] = _EXPOSED_HEADERS
     vary = response.get("Vary")
     response["Vary"] = f"{vary}, Origin" if vary else "Origin"
     return response
 
 
-def _preflight(request: HttpRequest, origin: str) -> HttpResponse:
+def _preflight(request: HttpRequest, origin: tuple[str, bool]) -> HttpResponse:
     response = HttpResponse(status=204)
     response["Access-Control-Allow-Methods"] = _ALLOWED_METHODS
     requested = request.headers.get("Access-Control-Request-Headers")

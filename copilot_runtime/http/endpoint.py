@@ -7,17 +7,35 @@ single-route envelope; JSON with neither is a 400, a non-JSON body a 415. Sub-pa
 
 from __future__ import annotations
 
+import logging
+
+from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from copilot_runtime.auth import AuthenticationFailed, resolve_caller
 from copilot_runtime.http.body import JsonBody, check_json_body
-from copilot_runtime.http.graphql_http import graphql_auth_error, serve_graphql
+from copilot_runtime.http.graphql_http import (
+    database_unavailable,
+    graphql_auth_error,
+    serve_graphql,
+)
 from copilot_runtime.http.responses import json_error
+
+logger = logging.getLogger(__name__)
 
 
 @csrf_exempt
 async def copilotkit_endpoint(request: HttpRequest) -> HttpResponse:
+    try:
+        return await _dispatch(request)
+    except DatabaseError:
+        # Postgres down or unreachable: say so in the protocol's shape, never a 500 page.
+        logger.exception("database unavailable while serving /api/copilotkit")
+        return database_unavailable(request)
+
+
+async def _dispatch(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
         response = json_error(405, "Method not allowed")
         response["Allow"] = "POST"

@@ -42,6 +42,16 @@ def _request_error(request: HttpRequest, message: str) -> HttpResponse:
     )
 
 
+def database_unavailable(request: HttpRequest) -> HttpResponse:
+    """The answer while the database cannot be reached (HTTP 200, as every GraphQL error)."""
+    error = CopilotKitError(
+        "The runtime's database is unavailable; try again shortly.", code=ErrorCode.NETWORK_ERROR
+    )
+    return graphql_json(
+        request, {"errors": [{"message": error.message, "extensions": error.extensions()}]}
+    )
+
+
 def graphql_auth_error(error: CopilotKitError) -> HttpResponse:
     payload = {
         "errors": [{"message": error.message, "extensions": error.extensions()}],

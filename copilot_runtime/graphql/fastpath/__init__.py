@@ -106,5 +106,5 @@ async def _payloads(
                 finished = True
     finally:
         if not finished:
-            cancel_on_disconnect(started)
-        started.live.unwatch(queue)
+            await cancel_on_disconnect(started)
+        started.detach()

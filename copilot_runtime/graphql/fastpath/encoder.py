@@ -85,7 +85,18 @@ def _extensions(extensions: dict[str, Any] | None) -> dict[str, Any] | None:
     }
 
 
+# Run errors meaning the stream itself was cut (its executor died), not the model failing.
+_INTERRUPTED_CODES = frozenset({"WORKER_LOST"})
+
+
 def failed_response_status(error: RunError) -> dict[str, Any]:
+    if error.code in _INTERRUPTED_CODES:
+        return {
+            "code": "Failed",
+            "__typename": "FailedResponseStatus",
+            "reason": "MESSAGE_STREAM_INTERRUPTED",
+            "details": {"description": error.message, "code": error.code},
+        }
     client_code = _CLIENT_CODES.get(error.code, ErrorCode.UNKNOWN)
     return {
         "code": "Failed",

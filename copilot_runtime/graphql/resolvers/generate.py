@@ -65,10 +65,11 @@ async def start_v1_turn(
     return started, request
 
 
-def cancel_on_disconnect(started: StartedTurn) -> None:
+async def cancel_on_disconnect(started: StartedTurn) -> None:
     """A v1 client's only stop signal is the abort, so a dropped stream cancels by default."""
+    started.detach()
     if runtime_setting("ON_DISCONNECT") == "cancel":
-        started.live.cancel()
+        await started.cancel()
 
 
 async def _drain(queue: asyncio.Queue[Any]) -> AsyncIterator[Any]:
@@ -184,7 +185,7 @@ class _Pump:
         )
         self.status.set_result(
             FailedResponseStatus(
-                reason=FailedResponseStatusReason.UNKNOWN_ERROR, details=wire["details"]
+                reason=FailedResponseStatusReason[wire["reason"]], details=wire["details"]
             )
         )
 
@@ -215,7 +216,7 @@ async def resolve_generate_copilot_response(
                 yield message
         finally:
             if not pump.finished:
-                cancel_on_disconnect(started)
+                await cancel_on_disconnect(started)
                 pump_task.cancel()
 
     return CopilotResponse(

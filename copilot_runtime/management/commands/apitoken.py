@@ -1,8 +1,8 @@
 """Issue, list and revoke bearer API tokens.
 
-    python manage.py apitoken issue --user alice --name "ci bot"
-    python manage.py apitoken list [--user alice]
-    python manage.py apitoken revoke <id>
+python manage.py apitoken issue --user alice --name "ci bot"
+python manage.py apitoken list [--user alice]
+python manage.py apitoken revoke <id>
 """
 
 from __future__ import annotations

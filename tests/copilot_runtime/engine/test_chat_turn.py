@@ -38,8 +38,11 @@ def _request(text: str, *, actions: list[dict[str, Any]] | None = None, **extra:
     data = {
         "frontend": {"actions": actions or []},
         "messages": [
-            {"id": "u1", "createdAt": "2025-01-01T00:00:00.000Z",
-             "textMessage": {"content": text, "role": "user"}}
+            {
+                "id": "u1",
+                "createdAt": "2025-01-01T00:00:00.000Z",
+                "textMessage": {"content": text, "role": "user"},
+            }
         ],
         "metadata": {"requestType": "Chat"},
         **extra,
@@ -53,7 +56,10 @@ def _directive(directive: dict[str, Any]) -> str:
 
 async def _run(fake_upstream, request, *, actions=(), max_iterations: int = 10) -> list[Event]:
     adapter = OpenAIAdapter(
-        api_key="test", base_url=fake_upstream.base_url, model="fake-model", timeout=10,
+        api_key="test",
+        base_url=fake_upstream.base_url,
+        model="fake-model",
+        timeout=10,
         max_retries=0,
     )
     turn = ChatTurn(
@@ -73,7 +79,13 @@ async def test_a_text_answer_streams_start_deltas_end_and_usage(fake_upstream) -
     events = await _run(fake_upstream, _request(_directive({"text": "Hello big world"})))
 
     assert _types(events) == [
-        GenerationStart, TextStart, TextDelta, TextDelta, TextDelta, TextEnd, GenerationEnd
+        GenerationStart,
+        TextStart,
+        TextDelta,
+        TextDelta,
+        TextDelta,
+        TextEnd,
+        GenerationEnd,
     ]
     assert "".join(e.delta for e in events if isinstance(e, TextDelta)) == "Hello big world"
     end = events[-1]
@@ -118,7 +130,9 @@ async def test_a_server_action_is_executed_and_its_result_fed_back(fake_upstream
     second = fake_upstream.requests()[1]["messages"]
     assert second[-2]["tool_calls"][0]["function"]["name"] == "serverAdd"
     assert second[-1] == {
-        "role": "tool", "tool_call_id": result.action_execution_id, "content": '{"sum":3}'
+        "role": "tool",
+        "tool_call_id": result.action_execution_id,
+        "content": '{"sum":3}',
     }
 
 
@@ -131,14 +145,15 @@ async def test_a_failing_server_action_becomes_an_error_result_and_the_turn_goes
             {"text": "Sorry"},
         ]
     }
-    events = await _run(fake_upstream, _request(_directive(directive)), actions=[
-        server_action()(always_fails)
-    ])
+    events = await _run(
+        fake_upstream, _request(_directive(directive)), actions=[server_action()(always_fails)]
+    )
 
     result = next(e for e in events if isinstance(e, ActionResult))
     assert result.is_error is True
     assert orjson.loads(result.result) == {
-        "error": {"code": "HANDLER_ERROR", "message": "the action failed: nope"}, "result": ""
+        "error": {"code": "HANDLER_ERROR", "message": "the action failed: nope"},
+        "result": "",
     }
     assert "".join(e.delta for e in events if isinstance(e, TextDelta)) == "Sorry"
 
@@ -184,7 +199,8 @@ async def test_parallel_tool_calls_stream_as_separate_actions(fake_upstream) -> 
     assert len(starts) == 2
     for start in starts:
         args = "".join(
-            e.delta for e in events
+            e.delta
+            for e in events
             if isinstance(e, ActionArgs) and e.action_execution_id == start.action_execution_id
         )
         assert orjson.loads(args)["name"] in {"Ann", "Ben"}
@@ -232,8 +248,12 @@ async def test_forwarded_parameters_reach_the_model_request(fake_upstream) -> No
         "hello",
         actions=[SAY_HELLO],
         forwardedParameters={
-            "model": "other-model", "maxTokens": 64, "stop": ["\n\n"], "temperature": 0.25,
-            "toolChoice": "function", "toolChoiceFunctionName": "sayHello",
+            "model": "other-model",
+            "maxTokens": 64,
+            "stop": ["\n\n"],
+            "temperature": 0.25,
+            "toolChoice": "function",
+            "toolChoiceFunctionName": "sayHello",
         },
     )
     await _run(fake_upstream, request)

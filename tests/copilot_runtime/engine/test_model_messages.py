@@ -12,22 +12,34 @@ def _text(message_id: str, role: str, content: str) -> InputMessage:
 
 def _call(call_id: str, parent: str, name: str = "f") -> InputMessage:
     return InputMessage(
-        id=call_id, kind="action_execution", role="assistant", action_name=name,
-        arguments={"x": 1}, parent_message_id=parent,
+        id=call_id,
+        kind="action_execution",
+        role="assistant",
+        action_name=name,
+        arguments={"x": 1},
+        parent_message_id=parent,
     )
 
 
 def _result(call_id: str, result: str = "ok") -> InputMessage:
     return InputMessage(
-        id=f"result-{call_id}", kind="result", role="tool", action_execution_id=call_id,
-        action_name="f", result=result,
+        id=f"result-{call_id}",
+        kind="result",
+        role="tool",
+        action_execution_id=call_id,
+        action_name="f",
+        result=result,
     )
 
 
 def test_tool_calls_fold_into_their_assistant_message() -> None:
     out = model_messages(
-        [_text("u", "user", "hi"), _text("a", "assistant", "let me"), _call("c1", "a"),
-         _result("c1")],
+        [
+            _text("u", "user", "hi"),
+            _text("a", "assistant", "let me"),
+            _call("c1", "a"),
+            _result("c1"),
+        ],
         [],
     )
     assert out[1]["role"] == "assistant"
@@ -39,8 +51,13 @@ def test_tool_calls_fold_into_their_assistant_message() -> None:
 
 def test_results_without_a_call_are_dropped_and_duplicates_kept_once() -> None:
     out = model_messages(
-        [_text("u", "user", "hi"), _call("c1", "p"), _result("c1", "first"),
-         _result("c1", "again"), _result("ghost")],
+        [
+            _text("u", "user", "hi"),
+            _call("c1", "p"),
+            _result("c1", "first"),
+            _result("c1", "again"),
+            _result("ghost"),
+        ],
         [],
     )
     tool_messages = [m for m in out if m["role"] == "tool"]

@@ -41,8 +41,11 @@ def _request(text: str, *, thread_id: str = "thread-1", message_id: str = "u1"):
             "threadId": thread_id,
             "frontend": {"actions": []},
             "messages": [
-                {"id": message_id, "createdAt": "2025-01-01T00:00:00.000Z",
-                 "textMessage": {"content": text, "role": "user"}}
+                {
+                    "id": message_id,
+                    "createdAt": "2025-01-01T00:00:00.000Z",
+                    "textMessage": {"content": text, "role": "user"},
+                }
             ],
             "metadata": {"requestType": "Chat"},
         },
@@ -52,6 +55,15 @@ def _request(text: str, *, thread_id: str = "thread-1", message_id: str = "u1"):
 
 def _fake(directive: dict[str, Any]) -> str:
     return "FAKE: " + orjson.dumps(directive).decode()
+
+
+async def _run_ended(run_id: str) -> Run:
+    for _ in range(200):
+        run = await Run.objects.aget(pk=run_id)
+        if run.is_finished:
+            return run
+        await asyncio.sleep(0.025)
+    raise AssertionError(f"run {run_id} did not end")
 
 
 async def _events_until_finished(started) -> list[Any]:
@@ -66,10 +78,9 @@ async def test_a_finished_turn_is_stored_with_its_log_and_usage(runtime_on_fake)
         user=AnonymousUser(), request=_request(_fake({"tokens": 300})), protocol="graphql"
     )
     events = await _events_until_finished(started)
-    await started.live.task
 
     assert isinstance(events[-1], RunFinished)
-    run = await Run.objects.aget(pk=started.run_id)
+    run = await _run_ended(started.run_id)
     assert run.status == RunStatus.SUCCEEDED
     assert run.model == "gpt-4o-mini"
     assert run.output_tokens > 0 and run.input_tokens > 0
@@ -103,8 +114,8 @@ async def test_a_second_request_on_a_running_thread_is_refused(runtime_on_fake) 
             user=AnonymousUser(), request=_request("again", message_id="u2"), protocol="graphql"
         )
     assert refused.value.code == "THREAD_BUSY"
-    started.live.cancel()
-    await started.live.task
+    assert await started.cancel() is True
+    await _run_ended(started.run_id)
 
 
 async def test_cancelling_closes_the_upstream_and_keeps_the_partial_answer(
@@ -121,10 +132,8 @@ async def test_cancelling_closes_the_upstream_and_keeps_the_partial_answer(
         event = await asyncio.wait_for(started.events.get(), 10)
         if isinstance(event, TextDelta):
             received.append(event.delta)
-    started.live.cancel()
-    await asyncio.wait_for(started.live.task, 5)
-
-    run = await Run.objects.aget(pk=started.run_id)
+    assert await started.cancel() is True
+    run = await _run_ended(started.run_id)
     assert run.status == RunStatus.CANCELLED
     assert run.error_code == "CANCELLED"
     partial = await Message.objects.aget(thread__thread_id="thread-1", role="assistant")
@@ -145,8 +154,7 @@ async def test_an_upstream_error_fails_the_run_with_its_code(runtime_on_fake) ->
         protocol="graphql",
     )
     await _events_until_finished(started)
-    await started.live.task
-    run = await Run.objects.aget(pk=started.run_id)
+    run = await _run_ended(started.run_id)
     assert run.status == RunStatus.FAILED
     assert run.error_code == "UPSTREAM_SERVER_ERROR"
     assert run.error_details["statusCode"] == 500

@@ -1,0 +1,121 @@
+"""Where a run executes: in this process (``inline``) or on a Celery worker (``celery``).
+
+The choice is explicit (``COPILOT_RUNTIME["EXECUTOR"]``); a configured Redis alone never makes
+runs wait for a worker that does not exist. Either way the same ``run_execute`` runs the turn,
+and watchers receive the same events: in-process directly, from a worker through the event log
+and the channel layer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from collections.abc import Callable
+
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections, transaction
+
+from conversations.models import Run
+from conversations.services.runs import run_request_cancel
+from copilot_runtime.conf import runtime_setting
+from copilot_runtime.engine.execute import run_execute
+from copilot_runtime.engine.live import LiveRun, live_run_forget, live_run_get, live_run_register
+from copilot_runtime.engine.relay import announce_cancel, follow_run
+from copilot_runtime.engine.request import TurnRequest, turn_request_from_payload
+from copilot_runtime.events import Event, event_from_payload
+
+logger = logging.getLogger(__name__)
+
+INLINE = "inline"
+CELERY = "celery"
+
+
+def executor_kind() -> str:
+    kind = str(runtime_setting("EXECUTOR")).strip().lower()
+    return CELERY if kind == CELERY else INLINE
+
+
+def schedule_on_worker(*, run_id: str) -> None:
+    """Enqueue the run once the transaction that created it commits."""
+    from agents.tasks import execute_run
+
+    limit = float(runtime_setting("RUN_TIME_LIMIT_SECONDS"))
+
+    def enqueue() -> None:
+        execute_run.apply_async(args=[run_id], time_limit=limit + 30, soft_time_limit=limit)
+
+    transaction.on_commit(enqueue)
+
+
+def start_inline(
+    *, run_id: str, thread_id: str, request: TurnRequest
+) -> tuple[LiveRun, asyncio.Queue[Event | None]]:
+    """Execute the run as a task of this process's event loop; returns its live fan-out and a
+    queue registered before the run starts, so no event is missed."""
+    live = live_run_register(run_id)
+    events = live.watch()
+
+    async def execute() -> None:
+        try:
+            await run_execute(
+                run_id=run_id, thread_id=thread_id, request=request, publish=live.publish
+            )
+        finally:
+            live.close()
+            live_run_forget(run_id)
+
+    # A fresh context: the run outlives the request, and must not inherit the request's
+    # thread-sensitive executor, which Django shuts down when the response ends.
+    live.task = asyncio.create_task(execute(), name=f"run:{run_id}", context=contextvars.Context())
+    return live, events
+
+
+def watch_remote(run_id: str) -> tuple[asyncio.Queue[Event | None], Callable[[], None]]:
+    """Follow a run executing elsewhere: its events arrive on a queue (``None`` at the end).
+    Returns the queue and a function that stops following."""
+    events: asyncio.Queue[Event | None] = asyncio.Queue()
+
+    async def pump() -> None:
+        try:
+            async for logged in follow_run(run_id, check_alive=_reaper_for(run_id)):
+                events.put_nowait(event_from_payload(logged.type, logged.payload))
+        finally:
+            events.put_nowait(None)
+
+    task = asyncio.create_task(pump(), name=f"follow:{run_id}")
+    return events, task.cancel
+
+
+def _reaper_for(run_id: str) -> Callable[[], object]:
+    async def check() -> None:
+        from copilot_runtime.engine.reaper import runs_reap_stale
+
+        await sync_to_async(runs_reap_stale)(run_ids=[run_id])
+
+    return check
+
+
+async def run_cancel(*, run_id: str) -> bool:
+    """Stop a run wherever it executes. False when it had already ended."""
+    live = live_run_get(run_id)
+    if live is not None and live.cancel():
+        return True
+    requested = await sync_to_async(run_request_cancel)(run_id=run_id)
+    if requested:
+        await announce_cancel(run_id)
+    return requested
+
+
+async def run_execute_stored(*, run_id: str) -> str:
+    """Execute a run prepared by another process, from what it stored (the Celery task)."""
+    await sync_to_async(close_old_connections)()
+    try:
+        run = await Run.objects.select_related("thread").aget(pk=run_id)
+        if run.request_payload is None:
+            logger.error("run %s has no stored request; cannot execute it", run_id)
+            return ""
+        request = turn_request_from_payload(run.request_payload)
+        return await run_execute(run_id=run_id, thread_id=run.thread.thread_id, request=request)
+    finally:
+        await sync_to_async(close_old_connections)()
