@@ -473,6 +473,29 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+@dataclass
+class LogDirectory:
+    """The subprocesses' logs: deleted at the end unless ``keep`` (asked for, or trouble)."""
+
+    path: Path
+    keep: bool
+
+    def close(self) -> None:
+        if self.keep:
+            print(f"==> logs kept in {self.path}", file=sys.stderr)
+        else:
+            shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _check_alive(*processes: Managed) -> None:
+    for managed in processes:
+        if managed.process.poll() is not None:
+            raise BenchmarkError(
+                f"{managed.name} exited ({managed.process.returncode}) during the run\n"
+                f"{managed.output_tail()}"
+            )
+
+
 def _configurations(raw: str) -> list[Configuration]:
     names = [name.strip() for name in raw.split(",") if name.strip()]
     unknown = [name for name in names if name not in CONFIGURATIONS]
@@ -503,18 +526,17 @@ def _database(stack: contextlib.ExitStack) -> tuple[str, ThrowawayPostgres | Non
 
 def run(arguments: argparse.Namespace) -> dict[str, Any]:
     configurations = _configurations(arguments.configs)
-    log_dir = new_log_dir()
+    logs = LogDirectory(path=new_log_dir(), keep=True)  # kept unless the run goes well
     with contextlib.ExitStack() as stack:
-        if not arguments.keep_logs:
-            stack.callback(shutil.rmtree, log_dir, True)
+        stack.callback(logs.close)
         database_url, postgres = _database(stack)
-        fake, fake_port = start_fake_upstream(env=dict(os.environ), log_dir=log_dir)
+        fake, fake_port = start_fake_upstream(env=dict(os.environ), log_dir=logs.path)
         stack.callback(fake.stop)
         env = server_environment(database_url=database_url, fake_port=fake_port)
         print("==> manage.py migrate", file=sys.stderr)
-        run_migrate(env=env, log_dir=log_dir)
+        run_migrate(env=env, log_dir=logs.path)
         port = free_port()
-        server = start_daphne(port=port, env=env, log_dir=log_dir)
+        server = start_daphne(port=port, env=env, log_dir=logs.path)
         stack.callback(server.stop)
         target = Target(host="127.0.0.1", port=port)
         print(f"==> daphne pid {server.pid} on 127.0.0.1:{port}", file=sys.stderr)
@@ -544,6 +566,7 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
                     database_url=database_url,
                 )
             )
+            _check_alive(server, fake)
 
         profile = None
         if arguments.profile:
@@ -560,10 +583,8 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
                 output_dir=arguments.output.parent,
                 configuration=CONFIGURATIONS[arguments.profile_config],
             )
-        if arguments.keep_logs:
-            print(f"==> logs kept in {log_dir}", file=sys.stderr)
-        if server.process.poll() is not None:
-            raise BenchmarkError(f"daphne died during the run\n{server.output_tail()}")
+        _check_alive(server, fake)
+        logs.keep = arguments.keep_logs or any(result["failed"] for result in results)
 
     return {
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

@@ -36,8 +36,10 @@ DEFAULTS: dict[str, Any] = {
     "EXECUTOR": "inline",
     # A run on a worker is stopped after this long (Celery soft limit; hard limit + 30 s).
     "RUN_TIME_LIMIT_SECONDS": 600.0,
-    # What a dropped v1 HTTP stream does to its run: ``cancel`` or ``continue``.
-    "ON_DISCONNECT": "cancel",
+    # What a dropped connection does to its run, per protocol surface: ``cancel`` or
+    # ``continue``. The v1 HTTP stream's only stop signal is the abort, so it cancels; websocket
+    # subscriptions and v2 have explicit stops, so their runs finish and persist.
+    "ON_DISCONNECT": {"graphql": "cancel", "subscription": "continue", "agui": "continue"},
     # A second request on a running thread: ``reject`` (THREAD_BUSY).
     "THREAD_BUSY_POLICY": "reject",
     # Dotted paths of middleware hooks, or None.
@@ -92,6 +94,15 @@ def runtime_settings() -> dict[str, Any]:
 
 def runtime_setting(key: str) -> Any:
     return runtime_settings()[key]
+
+
+def disconnect_policy(surface: str) -> str:
+    """``cancel`` or ``continue`` for a dropped connection on ``surface`` (graphql,
+    subscription, agui). A plain string setting applies to every surface."""
+    configured = runtime_setting("ON_DISCONNECT")
+    if isinstance(configured, str):
+        return configured
+    return str({**DEFAULTS["ON_DISCONNECT"], **(configured or {})}[surface])
 
 
 @receiver(setting_changed)

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from django.test import override_settings
 
-from copilot_runtime.conf import DEFAULTS, runtime_setting, runtime_settings
+from copilot_runtime.conf import DEFAULTS, disconnect_policy, runtime_setting, runtime_settings
 
 
 @pytest.fixture(autouse=True)
@@ -34,8 +34,21 @@ def test_defaults_apply_when_the_project_sets_nothing() -> None:
     assert runtime_setting("ALLOW_ANONYMOUS") is True
     assert runtime_setting("MAX_BODY_BYTES") == 10 * 1024 * 1024
     assert runtime_setting("EXECUTOR") == "inline"
-    assert runtime_setting("ON_DISCONNECT") == "cancel"
+    assert disconnect_policy("graphql") == "cancel"
+    assert disconnect_policy("subscription") == "continue"
+    assert disconnect_policy("agui") == "continue"
     assert runtime_setting("AGENTS") == {}
+
+
+@override_settings(COPILOT_RUNTIME={"ON_DISCONNECT": {"graphql": "continue"}})
+def test_a_partial_disconnect_policy_keeps_the_other_surfaces_defaults() -> None:
+    assert disconnect_policy("graphql") == "continue"
+    assert disconnect_policy("subscription") == "continue"
+
+
+@override_settings(COPILOT_RUNTIME={"ON_DISCONNECT": "cancel"})
+def test_a_plain_disconnect_policy_applies_everywhere() -> None:
+    assert disconnect_policy("subscription") == "cancel"
 
 
 @override_settings(COPILOT_RUNTIME={"MAX_ITERATIONS": 3, "EXECUTOR": "celery"})

@@ -226,3 +226,44 @@ def test_frontend_action_round_trip_with_follow_up_request(
         ("text", second_turn["final"]["messages"][0]["id"]),
     ]
     assert rows[2].result == "Said hello to Bob"
+
+
+@versions
+def test_a_tool_loop_stops_at_max_iterations(
+    live_server_factory: Any, fake_upstream: FakeUpstream, version: str
+) -> None:
+    server = live_server_factory(
+        env=server_env(fake_upstream.base_url, COPILOT_RUNTIME_MAX_ITERATIONS="2")
+    )
+    add = {"tool_calls": [{"name": "serverAdd", "arguments": {"a": 2, "b": 2}}]}
+    fake_upstream.script(add, add, add)
+    thread_id = f"thread-max-iterations-{version}"
+    data = generate_data(thread_id=thread_id, messages=[text_input("u1", "Keep adding")])
+
+    result = run_js(version, generate_command(server.url, data))
+
+    final = result["final"]
+    assert typenames(result) == [
+        "ActionExecutionMessageOutput",
+        "ResultMessageOutput",
+        "ActionExecutionMessageOutput",
+        "ResultMessageOutput",
+    ]
+    assert [message["result"] for message in final["messages"][1::2]] == ['{"sum":4}'] * 2
+    status = final["status"]
+    assert status["__typename"] == "FailedResponseStatus"
+    assert status["details"]["code"] == "MAX_ITERATIONS_REACHED"
+    assert status["details"]["maxIterations"] == 2
+    assert "MAX_ITERATIONS" in status["details"]["description"]
+    assert len(fake_upstream.requests()) == 2
+
+    run = finished_run(final["runId"])
+    assert run.status == RunStatus.FAILED
+    assert run.error_code == "MAX_ITERATIONS_REACHED"
+    assert [row.kind for row in thread_rows(thread_id)] == [
+        "text",
+        "action_execution",
+        "result",
+        "action_execution",
+        "result",
+    ]

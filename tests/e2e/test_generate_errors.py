@@ -130,6 +130,38 @@ def test_upstream_failure_becomes_a_failed_response_status(
 
 
 @versions
+def test_upstream_stream_cut_mid_reply_fails_the_message_and_keeps_the_partial_text(
+    server: ServedProcess, fake_upstream: FakeUpstream, version: str
+) -> None:
+    fake_upstream.script({"text": "One two three four five six", "fail_after_tokens": 3})
+    thread_id = f"thread-stream-cut-{version}"
+    data = generate_data(thread_id=thread_id, messages=[text_input("u1", "Count")])
+
+    result = run_js(version, generate_command(server.url, data))
+
+    final = result["final"]
+    status = final["status"]
+    assert status["__typename"] == "FailedResponseStatus"
+    assert status["reason"] == "UNKNOWN_ERROR"
+    assert status["details"]["code"] == "UPSTREAM_STREAM_CUT"
+    assert status["details"]["description"]
+    (message,) = final["messages"]
+    assert joined_content(message) == "One two three"
+    assert message["status"]["__typename"] == "FailedMessageStatus"
+    assert message["status"]["reason"] == "Error streaming message content"
+    assert_no_traceback(json.dumps(result))
+
+    run = finished_run(final["runId"])
+    assert run.status == RunStatus.FAILED
+    assert run.error_code == "UPSTREAM_STREAM_CUT"
+    user_row, partial = thread_rows(thread_id)
+    assert user_row.message_id == "u1"
+    assert (partial.message_id, partial.content) == (message["id"], "One two three")
+    assert partial.status == "failed"
+    assert partial.status_reason == "Error streaming message content"
+
+
+@versions
 def test_second_request_on_a_busy_thread_is_refused_until_the_first_ends(
     server: ServedProcess, fake_upstream: FakeUpstream, version: str
 ) -> None:
@@ -170,6 +202,11 @@ def test_second_request_on_a_busy_thread_is_refused_until_the_first_ends(
 
         assert [exchange["status"] for exchange in refused["http"]] == [200]
         assert "THREAD_BUSY" in graphql_error_codes(refused), refused["errors"]
+        # Reported through handleGQLErrors, i.e. shown to the user (as a toast).
+        (error,) = refused["errors"]
+        assert "handleGQLErrors" in error["via"]
+        assert error["graphQLErrors"][0]["extensions"]["visibility"] == "toast"
+        assert refused["final"] is None
         assert_no_traceback(json.dumps(refused))
         assert Run.objects.filter(thread__thread_id=thread_id).count() == 1
     # Leaving the block closed the held connection: the client went away.

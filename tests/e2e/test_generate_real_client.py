@@ -220,3 +220,74 @@ def test_request_without_thread_id_gets_a_generated_one(
         (answer["id"], "A fresh thread."),
     ]
     assert Run.objects.filter(thread=thread).count() == 1
+
+
+@versions
+def test_unicode_quotes_and_whitespace_survive_the_stream(
+    server: ServedProcess, fake_upstream: FakeUpstream, version: str
+) -> None:
+    reply = 'Grüße 👋 日本語 "quoted" back\\slash new\nline  two  spaces\ttab'
+    fake_upstream.script({"text": reply})
+    thread_id = f"thread-unicode-{version}"
+    data = generate_data(thread_id=thread_id, messages=[text_input("u1", "Sag hallo 👋")])
+
+    result = run_js(version, generate_command(server.url, data))
+
+    assert result["errors"] == []
+    message = only_message(result)
+    assert joined_content(message) == reply
+    finished_run(result["final"]["runId"])
+    assert [row.content for row in thread_rows(thread_id)] == ["Sag hallo 👋", reply]
+    (model_request,) = fake_upstream.requests()
+    assert model_request["messages"][-1]["content"] == "Sag hallo 👋"
+
+
+@versions
+def test_instructions_resent_with_fresh_ids_are_not_stored_or_duplicated(
+    server: ServedProcess, fake_upstream: FakeUpstream, version: str
+) -> None:
+    # react-core puts a system message (instructions and context) with a new id at the head
+    # of every request; it reaches the model but is not part of the stored conversation.
+    fake_upstream.script({"text": "First."}, {"text": "Second."})
+    thread_id = f"thread-instructions-{version}"
+    url = server.url + "/api/copilotkit"
+    first = generate_data(
+        thread_id=thread_id,
+        messages=[
+            text_input("sys-a", "You are a helpful assistant.", role="system"),
+            text_input("u1", "One"),
+        ],
+    )
+    first_turn = run_js(version, generate_command(server.url, first))
+    first_answer = only_message(first_turn)
+    finished_run(first_turn["final"]["runId"])
+    second = generate_data(
+        thread_id=thread_id,
+        run_id=first_turn["final"]["runId"],
+        messages=[
+            text_input("sys-b", "You are a helpful assistant.", role="system"),
+            text_input("u1", "One"),
+            text_input(first_answer["id"], "First.", role="assistant"),
+            text_input("u2", "Two"),
+        ],
+    )
+
+    second_turn = run_js(version, {**generate_command(server.url, second), "url": url})
+
+    assert second_turn["errors"] == []
+    second_answer = only_message(second_turn)
+    assert finished_run(second_turn["final"]["runId"]).status == RunStatus.SUCCEEDED
+    rows = thread_rows(thread_id, include_superseded=True)
+    assert [(row.message_id, row.superseded) for row in rows] == [
+        ("u1", False),
+        (first_answer["id"], False),
+        ("u2", False),
+        (second_answer["id"], False),
+    ]
+    second_request = fake_upstream.requests()[1]
+    assert [(m["role"], m["content"]) for m in second_request["messages"]] == [
+        ("system", "You are a helpful assistant."),
+        ("user", "One"),
+        ("assistant", "First."),
+        ("user", "Two"),
+    ]

@@ -13,7 +13,7 @@ import datetime as dt
 from collections.abc import AsyncIterator
 from typing import Any
 
-from copilot_runtime.conf import runtime_setting
+from copilot_runtime.conf import disconnect_policy
 from copilot_runtime.engine.request import TurnRequest, parse_generate_input
 from copilot_runtime.engine.service import StartedTurn, turn_start
 from copilot_runtime.events import (
@@ -68,7 +68,7 @@ async def start_v1_turn(
 async def cancel_on_disconnect(started: StartedTurn) -> None:
     """A v1 client's only stop signal is the abort, so a dropped stream cancels by default."""
     started.detach()
-    if runtime_setting("ON_DISCONNECT") == "cancel":
+    if disconnect_policy("graphql") == "cancel":
         await started.cancel()
 
 
