@@ -15,6 +15,11 @@ from copilot_runtime.graphql.resolvers.agents import (
     resolve_load_agent_state,
 )
 from copilot_runtime.graphql.resolvers.copilot import resolve_generate_copilot_response
+from copilot_runtime.graphql.resolvers.stop import resolve_stop_run
+from copilot_runtime.graphql.resolvers.subscriptions import (
+    resolve_copilot_stream,
+    resolve_run_events,
+)
 from copilot_runtime.graphql.types.agents import AgentsResponse, LoadAgentStateResponse
 from copilot_runtime.graphql.types.messages import MESSAGE_OUTPUT_TYPES
 from copilot_runtime.graphql.types.meta_events import (
@@ -22,6 +27,7 @@ from copilot_runtime.graphql.types.meta_events import (
     LangGraphInterruptEvent,
 )
 from copilot_runtime.graphql.types.responses import CopilotResponse
+from copilot_runtime.graphql.types.run_events import RunEventPayload
 from copilot_runtime.graphql.types.scalars import SCALAR_MAP
 from copilot_runtime.graphql.types.statuses import (
     FailedResponseStatus,
@@ -48,11 +54,40 @@ class Mutation:
     generate_copilot_response: CopilotResponse = strawberry.mutation(
         resolver=resolve_generate_copilot_response
     )
+    stop_run: bool = strawberry.mutation(
+        resolver=resolve_stop_run,
+        description=(
+            "Stop a run wherever it executes; what it produced so far stays. True when this "
+            "call stopped it, false when it had already ended."
+        ),
+    )
+
+
+@strawberry.type
+class Subscription:
+    """Served over the websocket at /api/copilotkit (graphql-transport-ws or graphql-ws)."""
+
+    copilot_stream: RunEventPayload = strawberry.subscription(
+        resolver=resolve_copilot_stream,
+        description=(
+            "Start a turn, as generateCopilotResponse does, and stream its events. Completing "
+            "the subscription stops the run; a dropped connection does not (re-attach with "
+            "runEvents)."
+        ),
+    )
+    run_events: RunEventPayload = strawberry.subscription(
+        resolver=resolve_run_events,
+        description=(
+            "Attach to a running or finished run: its logged events after afterSequence "
+            "(default 0, the whole run), then live ones until the run finishes."
+        ),
+    )
 
 
 schema = strawberry.Schema(
     query=Query,
     mutation=Mutation,
+    subscription=Subscription,
     # Implementations reached only through interfaces must be listed to exist in the schema.
     types=[
         *MESSAGE_OUTPUT_TYPES,

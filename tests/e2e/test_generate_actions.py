@@ -267,3 +267,115 @@ def test_a_tool_loop_stops_at_max_iterations(
         "action_execution",
         "result",
     ]
+
+
+@versions
+def test_text_then_frontend_action_follow_up_keeps_them_in_one_assistant_turn(
+    server: ServedProcess, fake_upstream: FakeUpstream, version: str
+) -> None:
+    fake_upstream.script(
+        {
+            "text": "Let me greet her.",
+            "tool_calls": [{"name": "sayHello", "arguments": {"name": "Ada"}}],
+        },
+        {"text": "Done."},
+    )
+    thread_id = f"thread-text-and-action-{version}"
+    first = generate_data(
+        thread_id=thread_id, messages=[text_input("u1", "Greet Ada")], actions=[SAY_HELLO_ACTION]
+    )
+    command = {
+        "op": "sequence",
+        "url": server.url + GRAPHQL_PATH,
+        "commands": [
+            {"op": "generate", "data": first},
+            {"op": "generate", "followUp": {"actionResults": {"sayHello": "Hello, Ada!"}}},
+        ],
+    }
+
+    first_turn, second_turn = run_js(version, command)["results"]
+
+    assert first_turn["errors"] == second_turn["errors"] == []
+    assert typenames(first_turn) == ["TextMessageOutput", "ActionExecutionMessageOutput"]
+    text, call = first_turn["final"]["messages"]
+    assert joined_content(text) == "Let me greet her."
+    assert call["parentMessageId"] == text["id"]
+    assert joined_content(second_turn["final"]["messages"][0]) == "Done."
+
+    follow_up_request = fake_upstream.requests()[1]
+    assert [m["role"] for m in follow_up_request["messages"]] == ["user", "assistant", "tool"]
+    assistant = follow_up_request["messages"][1]
+    # The call is folded into the assistant message that announced it, as the model sent it.
+    assert assistant["content"] == "Let me greet her."
+    (sent_call,) = assistant["tool_calls"]
+    assert sent_call["id"] == call["id"]
+    assert follow_up_request["messages"][2]["tool_call_id"] == call["id"]
+
+    finished_run(second_turn["final"]["runId"])
+    rows = thread_rows(thread_id, include_superseded=True)
+    assert [(row.kind, row.message_id) for row in rows] == [
+        ("text", "u1"),
+        ("text", text["id"]),
+        ("action_execution", call["id"]),
+        ("result", second_turn["sentData"]["messages"][3]["id"]),
+        ("text", second_turn["final"]["messages"][0]["id"]),
+    ]
+    assert rows[2].parent_message_id == text["id"]
+    assert not any(row.superseded for row in rows)
+
+
+@versions
+def test_server_and_frontend_action_in_one_response(
+    server: ServedProcess, fake_upstream: FakeUpstream, version: str
+) -> None:
+    fake_upstream.script(
+        {
+            "tool_calls": [
+                {"name": "serverAdd", "arguments": {"a": 20, "b": 22}},
+                {"name": "sayHello", "arguments": {"name": "Grace"}},
+            ]
+        },
+        {"text": "Added and greeted."},
+    )
+    thread_id = f"thread-mixed-actions-{version}"
+    first = generate_data(
+        thread_id=thread_id,
+        messages=[text_input("u1", "Add and greet")],
+        actions=[SAY_HELLO_ACTION],
+    )
+    command = {
+        "op": "sequence",
+        "url": server.url + GRAPHQL_PATH,
+        "commands": [
+            {"op": "generate", "data": first},
+            {"op": "generate", "followUp": {"actionResults": {"sayHello": "Hi Grace"}}},
+        ],
+    }
+
+    first_turn, second_turn = run_js(version, command)["results"]
+
+    assert first_turn["errors"] == second_turn["errors"] == []
+    assert typenames(first_turn) == [
+        "ActionExecutionMessageOutput",
+        "ActionExecutionMessageOutput",
+        "ResultMessageOutput",
+    ]
+    add_call, hello_call, add_result = first_turn["final"]["messages"]
+    assert (add_call["name"], hello_call["name"]) == ("serverAdd", "sayHello")
+    assert add_result["actionExecutionId"] == add_call["id"]
+    assert add_result["result"] == '{"sum":42}'
+    # The server stopped after its own action: the frontend one is the client's to run.
+    assert len(fake_upstream.requests()) == 2
+    assert joined_content(second_turn["final"]["messages"][0]) == "Added and greeted."
+
+    follow_up_request = fake_upstream.requests()[1]
+    assert sorted(call["id"] for call in assistant_tool_calls(follow_up_request)) == sorted(
+        [add_call["id"], hello_call["id"]]
+    )
+    results = {m["tool_call_id"]: m["content"] for m in tool_messages(follow_up_request)}
+    assert results == {add_call["id"]: '{"sum":42}', hello_call["id"]: "Hi Grace"}
+    assert len(tool_messages(follow_up_request)) == 2
+
+    finished_run(second_turn["final"]["runId"])
+    kinds = [row.kind for row in thread_rows(thread_id, include_superseded=True)]
+    assert kinds == ["text", "action_execution", "action_execution", "result", "result", "text"]

@@ -7,24 +7,33 @@ model was asked. Request hooks from tests/support/hooks.py record what they were
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from conversations.models import RunStatus
+from conversations.models import Run, RunStatus
 from tests.e2e.js_client import JS_CLIENT_VERSIONS, run_js
 from tests.support.generate_e2e import (
     SAY_HELLO_ACTION,
+    assert_no_traceback,
     finished_run,
     generate_command,
     generate_data,
+    graphql_error_codes,
     joined_content,
     server_env,
     text_input,
+    thread_rows,
     wait_for,
 )
-from tests.support.hooks import FAIL_AFTER_HOOK_PROPERTY, HOOK_LOG_ENV, read_hook_log
+from tests.support.hooks import (
+    FAIL_AFTER_HOOK_PROPERTY,
+    FAIL_BEFORE_HOOK_PROPERTY,
+    HOOK_LOG_ENV,
+    read_hook_log,
+)
 
 if TYPE_CHECKING:
     from benchmarks.fake_upstream import FakeUpstream
@@ -98,10 +107,11 @@ def test_forwarded_parameters_reach_the_model_request(
 def test_request_types_each_get_an_answer_and_are_recorded(
     server: ServedProcess, fake_upstream: FakeUpstream, version: str
 ) -> None:
-    # CopilotTask: the task's actions and toolChoice "required"; the model calls one.
+    # CopilotTask: a system message with the instructions, the task's actions, toolChoice
+    # "required" and no threadId (a one-off task); the model calls an action.
     fake_upstream.script({"tool_calls": [{"name": "sayHello", "arguments": {"name": "Ada"}}]})
     task = generate_data(
-        thread_id=f"thread-task-{version}",
+        thread_id=None,
         messages=[text_input("sys-1", "Do the task.", role="system")],
         actions=[SAY_HELLO_ACTION],
         request_type="Task",
@@ -115,6 +125,7 @@ def test_request_types_each_get_an_answer_and_are_recorded(
     assert fake_upstream.requests()[-1]["tool_choice"] == "required"
     task_run = finished_run(task_result["final"]["runId"])
     assert (task_run.request_type, task_run.status) == ("Task", RunStatus.SUCCEEDED)
+    assert task_run.thread.thread_id == task_result["final"]["threadId"]
 
     for request_type, reply in (
         ("Suggestion", "Try asking about the weather."),
@@ -206,3 +217,47 @@ def test_request_hooks_see_the_turn_and_a_failing_after_hook_is_harmless(
         timeout=5,
         what="the failing hook to be logged",
     )
+
+
+@versions
+def test_a_failing_before_hook_refuses_the_request_and_frees_the_thread(
+    live_server_factory: Any, fake_upstream: FakeUpstream, tmp_path: Path, version: str
+) -> None:
+    hook_log = tmp_path / "hooks.jsonl"
+    server = live_server_factory(
+        env=server_env(
+            fake_upstream.base_url,
+            COPILOT_RUNTIME_ON_BEFORE_REQUEST="tests.support.hooks.record_before_request",
+            **{HOOK_LOG_ENV: str(hook_log)},
+        )
+    )
+    thread_id = f"thread-before-hook-{version}"
+    data = generate_data(thread_id=thread_id, messages=[text_input("u1", "Let me in")])
+
+    refused = run_js(
+        version, generate_command(server.url, data, properties={FAIL_BEFORE_HOOK_PROPERTY: True})
+    )
+
+    assert [exchange["status"] for exchange in refused["http"]] == [200]
+    assert "UNKNOWN" in graphql_error_codes(refused), refused["errors"]
+    assert refused["final"] is None
+    assert "on purpose" not in json.dumps(refused)  # the hook's own message stays inside
+    assert_no_traceback(json.dumps(refused))
+    assert fake_upstream.requests() == []
+    (run,) = Run.objects.filter(thread__thread_id=thread_id)
+    run = finished_run(run.id)
+    assert run.status == RunStatus.FAILED
+    assert run.error_code == "BEFORE_REQUEST_HOOK_FAILED"
+    assert [entry["hook"] for entry in read_hook_log(hook_log)] == ["before"]
+
+    # The refused run does not leave the thread busy.
+    fake_upstream.script({"text": "Welcome."})
+    admitted = run_js(version, generate_command(server.url, data, properties={}))
+
+    assert admitted["errors"] == []
+    assert joined_content(admitted["final"]["messages"][0]) == "Welcome."
+    assert finished_run(admitted["final"]["runId"]).status == RunStatus.SUCCEEDED
+    assert [row.message_id for row in thread_rows(thread_id)] == [
+        "u1",
+        admitted["final"]["messages"][0]["id"],
+    ]

@@ -9,7 +9,9 @@ This module: text replies (short, long, multi-turn) and thread ids.
 
 from __future__ import annotations
 
+import json
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -250,7 +252,6 @@ def test_instructions_resent_with_fresh_ids_are_not_stored_or_duplicated(
     # of every request; it reaches the model but is not part of the stored conversation.
     fake_upstream.script({"text": "First."}, {"text": "Second."})
     thread_id = f"thread-instructions-{version}"
-    url = server.url + "/api/copilotkit"
     first = generate_data(
         thread_id=thread_id,
         messages=[
@@ -272,7 +273,7 @@ def test_instructions_resent_with_fresh_ids_are_not_stored_or_duplicated(
         ],
     )
 
-    second_turn = run_js(version, {**generate_command(server.url, second), "url": url})
+    second_turn = run_js(version, generate_command(server.url, second))
 
     assert second_turn["errors"] == []
     second_answer = only_message(second_turn)
@@ -291,3 +292,39 @@ def test_instructions_resent_with_fresh_ids_are_not_stored_or_duplicated(
         ("assistant", "First."),
         ("user", "Two"),
     ]
+
+
+def test_concurrent_turns_on_two_threads_stay_apart(
+    server: ServedProcess, fake_upstream: FakeUpstream
+) -> None:
+    # Per-request scripts (a FAKE line in the user's message), slow enough to overlap.
+    replies = {version: f"reply for {version} " + "word " * 30 for version in JS_CLIENT_VERSIONS}
+
+    def chat(version: str) -> dict[str, Any]:
+        directive = json.dumps({"text": replies[version].strip(), "delay_ms": 25})
+        data = generate_data(
+            thread_id=f"thread-concurrent-{version}",
+            messages=[text_input(f"u-{version}", f"Go\nFAKE: {directive}")],
+        )
+        return run_js(version, generate_command(server.url, data))
+
+    with ThreadPoolExecutor(max_workers=len(JS_CLIENT_VERSIONS)) as pool:
+        results = dict(zip(JS_CLIENT_VERSIONS, pool.map(chat, JS_CLIENT_VERSIONS), strict=True))
+
+    assert fake_upstream.stats()["requests"] == len(JS_CLIENT_VERSIONS)
+    for version, result in results.items():
+        assert result["errors"] == [], version
+        assert result["final"]["threadId"] == f"thread-concurrent-{version}"
+        assert joined_content(only_message(result)) == replies[version].strip()
+        run = finished_run(result["final"]["runId"])
+        assert run.status == RunStatus.SUCCEEDED
+        rows = thread_rows(f"thread-concurrent-{version}")
+        assert [row.message_id for row in rows] == [f"u-{version}", only_message(result)["id"]]
+        assert rows[1].content == replies[version].strip()
+    first, second = (
+        Run.objects.get(pk=results[version]["final"]["runId"]) for version in JS_CLIENT_VERSIONS
+    )
+    assert first.pk != second.pk
+    # They really ran at the same time.
+    assert first.started_at < second.finished_at
+    assert second.started_at < first.finished_at

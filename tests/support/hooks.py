@@ -4,8 +4,9 @@ Each hook appends one JSON line describing the context it received to the file n
 environment variable ``COPILOT_TEST_HOOK_LOG`` (the tests read it back), so what the served
 process passed to its hooks can be checked from the test process.
 
-``record_after_request`` raises *after* recording when the request's properties hold
-``{"failAfterHook": true}``: a failing on_after_request must not break the response.
+Both raise *after* recording when the request's properties ask for it:
+``{"failBeforeHook": true}`` makes on_before_request refuse the request,
+``{"failAfterHook": true}`` makes on_after_request fail, which must not break the response.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 HOOK_LOG_ENV = "COPILOT_TEST_HOOK_LOG"
+FAIL_BEFORE_HOOK_PROPERTY = "failBeforeHook"
 FAIL_AFTER_HOOK_PROPERTY = "failAfterHook"
 
 # Hooks run in worker threads; one line per write must not interleave with another.
@@ -25,7 +27,7 @@ _write_lock = threading.Lock()
 
 
 class HookFailure(RuntimeError):
-    """Raised on purpose by ``record_after_request``."""
+    """Raised on purpose by the hooks below."""
 
 
 def _append(hook: str, context: Any) -> None:
@@ -40,6 +42,8 @@ def _append(hook: str, context: Any) -> None:
 
 def record_before_request(context: Any) -> None:
     _append("before", context)
+    if (context.properties or {}).get(FAIL_BEFORE_HOOK_PROPERTY):
+        raise HookFailure("on_before_request refused the request on purpose (tests.support.hooks)")
 
 
 def record_after_request(context: Any) -> None:

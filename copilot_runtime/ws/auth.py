@@ -1,0 +1,83 @@
+"""Who is on the other end of a websocket: a bearer token, the Django session, or nobody.
+
+A token may come in ``connection_init``'s payload (``{"authorization": "Bearer <token>"}`` or
+``{"token": "<token>"}``, keys in any case), which is what browser clients can send, or in the
+handshake's ``Authorization`` header (server-side clients). A token, when present, decides:
+an unknown or revoked one refuses the connection even if a session cookie came along. Without
+one, the session (from Channels' ``AuthMiddlewareStack``) is used, then anonymous access as
+``COPILOT_RUNTIME["ALLOW_ANONYMOUS"]`` allows.
+
+Refusal reasons are short: graphql-transport-ws sends them as a close reason (123 bytes at most).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import AnonymousUser
+
+from copilot_runtime.auth import Caller, token_user
+from copilot_runtime.conf import runtime_setting
+
+TOKEN_REFUSED = "Forbidden: the bearer token is unknown or revoked"
+MALFORMED_AUTHORIZATION = "Forbidden: send authorization as 'Bearer <token>'"
+AUTHENTICATION_REQUIRED = "Forbidden: authentication required (log in or send a bearer token)"
+
+
+class ConnectionRefused(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _param(params: Mapping[str, Any], name: str) -> Any:
+    for key, value in params.items():
+        if isinstance(key, str) and key.lower() == name:
+            return value
+    return None
+
+
+def _bearer_value(authorization: object) -> str:
+    if not isinstance(authorization, str):
+        raise ConnectionRefused(MALFORMED_AUTHORIZATION)
+    scheme, _, value = authorization.strip().partition(" ")
+    if scheme.lower() != "bearer" or not value.strip():
+        raise ConnectionRefused(MALFORMED_AUTHORIZATION)
+    return value.strip()
+
+
+def connection_token(
+    *, params: Mapping[str, Any] | None, headers: Mapping[str, str]
+) -> str | None:
+    """The bearer token the client sent, if any; raises ConnectionRefused when malformed."""
+    params = params or {}
+    authorization = _param(params, "authorization")
+    if authorization is not None:
+        return _bearer_value(authorization)
+    token = _param(params, "token")
+    if token is not None:
+        if not isinstance(token, str) or not token.strip():
+            raise ConnectionRefused(MALFORMED_AUTHORIZATION)
+        return token.strip()
+    if "authorization" in headers:
+        return _bearer_value(headers["authorization"])
+    return None
+
+
+async def connection_caller(
+    *, params: Mapping[str, Any] | None, headers: Mapping[str, str], session_user: Any
+) -> Caller:
+    """The caller of a websocket connection; raises ConnectionRefused with the reason."""
+    raw_token = connection_token(params=params, headers=headers)
+    if raw_token is not None:
+        user = await sync_to_async(token_user)(raw_token)
+        if user is None:
+            raise ConnectionRefused(TOKEN_REFUSED)
+        return Caller(user=user, via="token")
+    if session_user is not None and session_user.is_authenticated:
+        return Caller(user=session_user, via="session")
+    if not runtime_setting("ALLOW_ANONYMOUS"):
+        raise ConnectionRefused(AUTHENTICATION_REQUIRED)
+    return Caller(user=AnonymousUser(), via="anonymous")

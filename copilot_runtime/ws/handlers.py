@@ -1,0 +1,105 @@
+"""Strawberry's two protocol handlers, adjusted for the runtime.
+
+- Errors are formatted as on HTTP (``errors.ErrorFormattingSchema``).
+- Each operation's task starts with its own ``SubscriptionEnd`` (a context variable, inherited
+  by the task the handler creates for it), marked when the client completes/stops that
+  operation: ``copilotStream`` cancels its run on an explicit stop only, not when the socket
+  drops (see ``graphql.resolvers.subscriptions``).
+- graphql-transport-ws: a document that does not parse, or names no runnable operation, gets an
+  ``error`` message for its operation id, like any other invalid document, instead of closing
+  the whole socket (4400), which would also end the connection's other operations.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+from graphql import GraphQLError
+from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
+    BaseGraphQLTransportWSHandler,
+)
+from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
+    CompleteMessage,
+    SubscribeMessage,
+)
+from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
+from strawberry.subscriptions.protocols.graphql_ws.types import StartMessage, StopMessage
+
+from copilot_runtime.graphql.resolvers.subscriptions import SUBSCRIPTION_END, SubscriptionEnd
+from copilot_runtime.ws.errors import ErrorFormattingSchema
+
+
+class _OperationEnds:
+    """The ``SubscriptionEnd`` of each live operation of one connection, by operation id."""
+
+    def __init__(self) -> None:
+        # Weak: an entry lives as long as its operation's task (whose context holds it).
+        self._ends: weakref.WeakValueDictionary[str, SubscriptionEnd] = (
+            weakref.WeakValueDictionary()
+        )
+
+    @contextlib.contextmanager
+    def starting(self, operation_id: str) -> Iterator[None]:
+        """Around the creation of an operation's task: the task inherits a fresh end."""
+        end = SubscriptionEnd()
+        token = SUBSCRIPTION_END.set(end)
+        try:
+            yield
+        finally:
+            SUBSCRIPTION_END.reset(token)
+        self._ends[operation_id] = end
+
+    def stopped_by_client(self, operation_id: str) -> None:
+        end = self._ends.pop(operation_id, None)
+        if end is not None:
+            end.requested_by_client = True
+
+
+class RuntimeTransportWSHandler(BaseGraphQLTransportWSHandler[Any, Any]):
+    """graphql-transport-ws (npm ``graphql-ws``)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.schema = ErrorFormattingSchema(self.schema)  # type: ignore[assignment]
+        self.operation_ends = _OperationEnds()
+
+    async def handle_subscribe(self, message: SubscribeMessage) -> None:
+        operation_id = message["id"]
+        if operation_id in self.operations:
+            # A duplicate id: the base class closes the socket (4409); the live operation's
+            # end must not be replaced.
+            await super().handle_subscribe(message)
+            return
+        with self.operation_ends.starting(operation_id):
+            await super().handle_subscribe(message)
+
+    async def handle_complete(self, message: CompleteMessage) -> None:
+        self.operation_ends.stopped_by_client(message["id"])
+        await super().handle_complete(message)
+
+    @staticmethod
+    def _get_pre_execution_close_reason(error: GraphQLError) -> str | None:
+        return None  # every invalid document is answered with an `error` message
+
+
+class RuntimeLegacyWSHandler(BaseGraphQLWSHandler[Any, Any]):
+    """The legacy graphql-ws protocol (npm ``subscriptions-transport-ws``)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.schema = ErrorFormattingSchema(self.schema)  # type: ignore[assignment]
+        self.operation_ends = _OperationEnds()
+
+    async def handle_start(self, message: StartMessage) -> None:
+        operation_id = message["id"]
+        # Reusing a live id replaces that operation: the client's doing, so a stop.
+        self.operation_ends.stopped_by_client(operation_id)
+        with self.operation_ends.starting(operation_id):
+            await super().handle_start(message)
+
+    async def handle_stop(self, message: StopMessage) -> None:
+        self.operation_ends.stopped_by_client(message["id"])
+        await super().handle_stop(message)
