@@ -72,9 +72,7 @@ def thread_messages_as_copilotkit_json(*, thread: Thread) -> list[dict[str, Any]
 
 
 def agent_state_latest(*, thread: Thread, agent_name: str) -> AgentState | None:
-    return (
-        AgentState.objects.filter(thread=thread, agent_name=agent_name).order_by("-id").first()
-    )
+    return AgentState.objects.filter(thread=thread, agent_name=agent_name).order_by("-id").first()
 
 
 def agent_state_load(

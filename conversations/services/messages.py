@@ -75,23 +75,34 @@ def messages_sync_input(*, thread: Thread, messages: Iterable[InputMessage], run
         if not message.id:  # a client may omit ids; never store a null one
             message.id = f"ck-{uuid.uuid4()}"
     incoming_ids = {m.id for m in history}
+    # One read of what is stored decides everything below (a long thread is a few thousand
+    # short tuples), so a turn costs one query here in the common case, plus the insert.
+    stored = list(
+        Message.objects.filter(thread=thread).values_list(
+            "message_id", "superseded", "kind", "position"
+        )
+    )
     # Every stored current message the client no longer sends was regenerated, edited or
     # deleted on its side: superseded, kept for the record. Agent-state rows are the
     # frontend's copy of an agent's state, which clients leave out of the history they send.
-    Message.objects.filter(thread=thread, superseded=False).exclude(
-        kind=MessageKind.AGENT_STATE
-    ).exclude(message_id__in=incoming_ids).update(superseded=True)
+    to_supersede = [
+        message_id
+        for message_id, superseded, kind, _ in stored
+        if not superseded and kind != MessageKind.AGENT_STATE and message_id not in incoming_ids
+    ]
     # A client that goes back to an earlier branch makes those messages current again.
-    Message.objects.filter(thread=thread, superseded=True, message_id__in=incoming_ids).update(
-        superseded=False
-    )
+    to_restore = [
+        message_id
+        for message_id, superseded, _, _ in stored
+        if superseded and message_id in incoming_ids
+    ]
+    if to_supersede:
+        Message.objects.filter(thread=thread, message_id__in=to_supersede).update(superseded=True)
+    if to_restore:
+        Message.objects.filter(thread=thread, message_id__in=to_restore).update(superseded=False)
 
-    known = set(
-        Message.objects.filter(thread=thread, message_id__in=incoming_ids).values_list(
-            "message_id", flat=True
-        )
-    )
-    next_position = _next_position(thread)
+    known = {message_id for message_id, _, _, _ in stored}
+    next_position = max((position for _, _, _, position in stored), default=-1) + 1
     rows = []
     for message in history:
         if message.id in known:

@@ -74,11 +74,7 @@ def turn_prepare(
     thread = thread_get_or_create_for_turn(
         thread_id=thread_id, user=user, agent_name=request.agent_name
     )
-    # A run whose executor died must not keep its thread busy forever.
-    active = list(thread.runs.filter(status="running").values_list("pk", flat=True))
-    if active:
-        runs_reap_stale(run_ids=active)
-    check_thread_not_busy(thread=thread)
+    check_thread_not_busy(thread=thread, reap=runs_reap_stale)
     run = run_create(
         thread=thread,
         agent_name=request.agent_name,
