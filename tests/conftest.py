@@ -239,7 +239,8 @@ def base_subprocess_env() -> dict[str, str]:
 
     Each test decides whether its server uses Redis (``TEST_REDIS_URL`` holds the throwaway one).
     """
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # DEBUG off, as in production: a failure must never reach a client as Django's debug page.
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "DEBUG": "false"}
     env.pop("REDIS_URL", None)
     return env
 

@@ -172,6 +172,16 @@ async def run_execute(
             publish(event)
         flusher.poke()
 
+    async def finish(outcome: RunOutcome) -> None:
+        """Log ``run_finished`` with the run's end, and only then tell watchers: a client
+        whose stream has ended may send its follow-up at once, and must not find the thread
+        still busy."""
+        finished = RunFinished(status=str(outcome.status))
+        recorder.observe(finished)
+        await flusher.close(outcome)
+        if publish is not None:
+            publish(finished)
+
     try:
         started = await sync_to_async(run_mark_running)(run_id=run_id, model=model)
     except asyncio.CancelledError:
@@ -180,8 +190,7 @@ async def run_execute(
         logger.info("run %s is not pending any more; not starting it twice", run_id)
         return ""
     if started is None:
-        emit(RunFinished(status=str(RunStatus.CANCELLED)))
-        await flusher.close(
+        await finish(
             RunOutcome(status=RunStatus.CANCELLED, usage=recorder.usage, error_code="CANCELLED")
         )
         return str(RunStatus.CANCELLED)
@@ -218,9 +227,8 @@ async def run_execute(
 
     reason = CANCELLED_REASON if status == RunStatus.CANCELLED else STREAM_ERROR_REASON
     recorder.close_open_messages(reason=reason)
-    emit(RunFinished(status=str(status)))
     error = recorder.error
-    await flusher.close(
+    await finish(
         RunOutcome(
             status=status,
             usage=recorder.usage,
