@@ -42,7 +42,17 @@ COMPONENTS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ),
     (
         "upstream HTTP client (openai, httpx, httpcore, anyio, h11)",
-        ("openai/", "httpx/", "httpcore/", "httpcore2/", "anyio/", "h11/", "sniffio/", "aiohttp/"),
+        (
+            "openai/",
+            "httpx/",
+            "httpx2/",
+            "httpcore/",
+            "httpcore2/",
+            "anyio/",
+            "h11/",
+            "sniffio/",
+            "aiohttp/",
+        ),
         (),
     ),
     ("GraphQL library (graphql-core, strawberry)", ("graphql/", "strawberry/"), ()),

@@ -370,8 +370,9 @@ def profile_server(
             key: loaded[key]
             for key in ("requests_per_second", "server_cpu_ms_per_request", "failed")
         },
-        "collapsed_stacks": str(raw_path.relative_to(REPO_ROOT)),
-        "summary_text": str(text_path.relative_to(REPO_ROOT)),
+        # Next to the JSON report.
+        "collapsed_stacks": raw_path.name,
+        "summary_text": text_path.name,
         **breakdown.as_dict(),
     }
 
@@ -612,7 +613,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(render_table(report["configurations"]))
     if report["profile"] is not None:
         print()
-        print(Path(REPO_ROOT / report["profile"]["summary_text"]).read_text())
+        print((arguments.output.parent / report["profile"]["summary_text"]).read_text())
     arguments.output.parent.mkdir(parents=True, exist_ok=True)
     arguments.output.write_text(json.dumps(report, indent=2) + "\n")
     print(f"\nwrote {arguments.output}")

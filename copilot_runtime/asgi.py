@@ -1,4 +1,5 @@
-"""ASGI entry point: Django handles HTTP (so a client abort cancels the view)."""
+"""ASGI entry point: Django handles HTTP (so a client abort cancels the view); the websocket
+scope is GraphQL over websockets (``copilot_runtime.ws``)."""
 
 import os
 
@@ -9,4 +10,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "copilot_runtime.settings")
 
 django_asgi_app = get_asgi_application()
 
-application = ProtocolTypeRouter({"http": django_asgi_app})
+# Imported after Django is set up: the websocket application imports models.
+from copilot_runtime.ws.routing import websocket_application  # noqa: E402
+
+application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": websocket_application()})

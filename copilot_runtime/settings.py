@@ -63,7 +63,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "copilot_runtime.http.static.StaticFilesMiddleware",
     "copilot_runtime.http.cors.RuntimeCorsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -98,10 +98,18 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    options = DATABASES["default"].setdefault("OPTIONS", {})
     # An unreachable database must give callers a clear error quickly, not a hang.
-    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
-        "connect_timeout", int(os.environ.get("DATABASE_CONNECT_TIMEOUT", "5"))
-    )
+    options.setdefault("connect_timeout", int(os.environ.get("DATABASE_CONNECT_TIMEOUT", "5")))
+    if env_bool("DATABASE_POOL", True):
+        # Django runs each async request's ORM calls on a thread of its own, so without a pool
+        # every request would open a new connection (~6 ms of connect and authentication).
+        options["pool"] = {
+            "min_size": int(os.environ.get("DATABASE_POOL_MIN", "2")),
+            "max_size": int(os.environ.get("DATABASE_POOL_MAX", "20")),
+            "timeout": int(os.environ.get("DATABASE_CONNECT_TIMEOUT", "5")),
+        }
+        DATABASES["default"]["CONN_MAX_AGE"] = 0
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The embedded default serves several requests at once from one file.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20

@@ -119,8 +119,8 @@ def messages_sync_input(*, thread: Thread, messages: Iterable[InputMessage], run
             thread.save(update_fields=["title", "updated_at"])
 
 
-def _next_position(thread: Thread) -> int:
-    last = Message.objects.filter(thread=thread).aggregate(last=Max("position"))["last"]
+def _next_position(thread_id: int) -> int:
+    last = Message.objects.filter(thread_id=thread_id).aggregate(last=Max("position"))["last"]
     return 0 if last is None else last + 1
 
 
@@ -128,20 +128,20 @@ def messages_store_output(*, run: Run, messages: list[OutputMessage]) -> None:
     """Append a run's output messages to its thread, in order (idempotent on message id)."""
     if not messages:
         return
-    thread = run.thread
+    thread_id = run.thread_id
     existing = set(
         Message.objects.filter(
-            thread=thread, message_id__in=[m.message_id for m in messages]
+            thread_id=thread_id, message_id__in=[m.message_id for m in messages]
         ).values_list("message_id", flat=True)
     )
-    position = _next_position(thread)
+    position = _next_position(thread_id)
     rows = []
     for message in messages:
         if message.message_id in existing:
             continue
         rows.append(
             Message(
-                thread=thread,
+                thread_id=thread_id,
                 position=position,
                 message_id=message.message_id,
                 kind=message.kind,

@@ -140,17 +140,17 @@ def run_record_progress(
         RunEvent.objects.bulk_create(
             [RunEvent(run_id=run_id, seq=e.seq, type=e.type, payload=e.payload) for e in events]
         )
-    run = Run.objects.select_related("thread").get(pk=run_id)
-    if messages:
-        messages_store_output(run=run, messages=messages)
-    if agent_states:
-        AgentState.objects.bulk_create(
-            [AgentState(thread=run.thread, **snapshot) for snapshot in agent_states]
-        )
-    updates: dict[str, Any] = {"heartbeat_at": timezone.now()}
+    if messages or agent_states:
+        run = Run.objects.only("id", "thread_id").get(pk=run_id)
+        if messages:
+            messages_store_output(run=run, messages=messages)
+        if agent_states:
+            AgentState.objects.bulk_create(
+                [AgentState(thread_id=run.thread_id, **snapshot) for snapshot in agent_states]
+            )
     if first_token_at is not None:
-        updates["first_token_at"] = first_token_at
-    Run.objects.filter(pk=run_id).update(**updates)
+        # The heartbeat is renewed by the executor's watchdog, not by every batch.
+        Run.objects.filter(pk=run_id).update(first_token_at=first_token_at)
     if outcome is not None:
         run_finish(
             run_id=run_id,
@@ -170,17 +170,18 @@ def run_finish(
     error_code: str = "",
     error_details: dict[str, Any] | None = None,
 ) -> None:
-    run = Run.objects.select_for_update().select_related("thread").get(pk=run_id)
-    run.status = status
-    run.error_code = error_code
-    run.error_details = error_details
-    run.finished_at = timezone.now()
-    run.input_tokens = F("input_tokens") + usage.input_tokens
-    run.output_tokens = F("output_tokens") + usage.output_tokens
-    run.cached_input_tokens = F("cached_input_tokens") + usage.cached_input_tokens
-    run.reasoning_tokens = F("reasoning_tokens") + usage.reasoning_tokens
-    run.save()
+    now = timezone.now()
+    Run.objects.filter(pk=run_id).update(
+        status=status,
+        error_code=error_code,
+        error_details=error_details,
+        finished_at=now,
+        input_tokens=F("input_tokens") + usage.input_tokens,
+        output_tokens=F("output_tokens") + usage.output_tokens,
+        cached_input_tokens=F("cached_input_tokens") + usage.cached_input_tokens,
+        reasoning_tokens=F("reasoning_tokens") + usage.reasoning_tokens,
+    )
     thread_status = (
         ThreadStatus.INTERRUPTED if status == RunStatus.INTERRUPTED else ThreadStatus.IDLE
     )
-    Thread.objects.filter(pk=run.thread_id).update(status=thread_status, updated_at=timezone.now())
+    Thread.objects.filter(runs__id=run_id).update(status=thread_status, updated_at=now)

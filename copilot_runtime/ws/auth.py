@@ -48,9 +48,7 @@ def _bearer_value(authorization: object) -> str:
     return value.strip()
 
 
-def connection_token(
-    *, params: Mapping[str, Any] | None, headers: Mapping[str, str]
-) -> str | None:
+def connection_token(*, params: Mapping[str, Any] | None, headers: Mapping[str, str]) -> str | None:
     """The bearer token the client sent, if any; raises ConnectionRefused when malformed."""
     params = params or {}
     authorization = _param(params, "authorization")

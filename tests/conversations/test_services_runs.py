@@ -26,8 +26,10 @@ from conversations.services.runs import (
     check_thread_not_busy,
     run_create,
     run_finish,
+    run_heartbeat,
     run_mark_running,
     run_record_progress,
+    run_request_cancel,
 )
 from copilot_runtime.errors import ErrorCode
 from tests.conversations.factories import run_row, thread_create
@@ -263,7 +265,18 @@ def test_run_record_progress_writes_events_messages_and_states() -> None:
     assert [(s.state, s.running) for s in states] == [({"step": 1}, True), ({"step": 2}, False)]
     run.refresh_from_db()
     assert run.first_token_at == first_token_at
+
+
+def test_run_heartbeat_renews_and_reports_a_requested_stop() -> None:
+    run = started_run()
+    Run.objects.filter(pk=run.pk).update(heartbeat_at=None)
+
+    assert run_heartbeat(run_id=run.id) is False
+    run.refresh_from_db()
     assert run.heartbeat_at is not None
+
+    assert run_request_cancel(run_id=run.id) is True
+    assert run_heartbeat(run_id=run.id) is True
 
 
 def test_run_record_progress_is_all_or_nothing() -> None:

@@ -29,6 +29,7 @@ from collections.abc import AsyncGenerator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Annotated
+
 import strawberry
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -64,9 +65,7 @@ class SubscriptionEnd:
     requested_by_client: bool = False
 
 
-SUBSCRIPTION_END: ContextVar[SubscriptionEnd | None] = ContextVar(
-    "subscription_end", default=None
-)
+SUBSCRIPTION_END: ContextVar[SubscriptionEnd | None] = ContextVar("subscription_end", default=None)
 
 
 class RunNotFound(CopilotKitError):
@@ -83,9 +82,7 @@ class _RunEndedUnlogged(Exception):
 # --- run lookups (synchronous: called through sync_to_async) -------------------------------
 
 
-def run_get_for_caller(
-    *, run_id: str, user: AbstractBaseUser | AnonymousUser
-) -> Run | None:
+def run_get_for_caller(*, run_id: str, user: AbstractBaseUser | AnonymousUser) -> Run | None:
     """The run if it exists and its thread is visible to ``user``; otherwise None."""
     run = Run.objects.select_related("thread").filter(pk=run_id).first()
     if run is None or not thread_is_visible_to(run.thread, user):
@@ -176,7 +173,9 @@ async def resolve_copilot_stream(
     request = parse_generate_input(
         input_to_dict(data), properties if properties is not UNSET else None
     )
-    started = await turn_start(user=info.context.user, request=request, protocol=SUBSCRIPTION_PROTOCOL)
+    started = await turn_start(
+        user=info.context.user, request=request, protocol=SUBSCRIPTION_PROTOCOL
+    )
     # The stream follows the log (whose sequence numbers runEvents replays), not the queue.
     started.detach()
     return _copilot_stream(run_id=started.run_id, thread_id=started.thread_id, end=end)
