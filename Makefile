@@ -5,7 +5,7 @@
 
 ARGS ?=
 
-.PHONY: run worker test
+.PHONY: run worker test bench
 
 run:
 	bash scripts/run.sh
@@ -15,3 +15,6 @@ worker:
 
 test:
 	bash scripts/test.sh $(ARGS)
+
+bench:
+	.venv/bin/python -m benchmarks.run_benchmark $(ARGS)
