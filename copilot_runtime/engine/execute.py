@@ -39,6 +39,7 @@ from copilot_runtime.events import Event, RunError, RunFinished
 logger = logging.getLogger(__name__)
 
 UNEXPECTED_ERROR_MESSAGE = "An unexpected error occurred. Please check the server logs."
+RUN_TIME_LIMIT_CODE = "RUN_TIME_LIMIT_EXCEEDED"
 
 
 class _Flusher:
@@ -145,11 +146,17 @@ class _Watchdog:
             await layer.group_discard(group, channel)
 
     async def stop(self) -> None:
+        """Stop watching. Not awaited: a listener blocked in the layer's receive may only notice
+        its cancellation when that read times out (seconds with Redis), and the run's end must
+        not wait for it."""
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            task.add_done_callback(_ignore_outcome)
+
+
+def _ignore_outcome(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved, so asyncio does not log it as never retrieved
 
 
 async def run_execute(
@@ -205,8 +212,22 @@ async def run_execute(
     watchdog = _Watchdog(run_id, turn_task)
     watchdog.start()
     status = RunStatus.SUCCEEDED
+    limit = float(runtime_setting("RUN_TIME_LIMIT_SECONDS"))
     try:
-        await turn_task
+        try:
+            await asyncio.wait_for(asyncio.shield(turn_task), timeout=limit)
+        except TimeoutError:
+            # The run's own time limit: ended here, so its end is recorded like any other.
+            turn_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await turn_task
+            emit(
+                RunError(
+                    message=f"The run exceeded its time limit of {limit:g} seconds.",
+                    code=RUN_TIME_LIMIT_CODE,
+                    details={"limitSeconds": limit},
+                )
+            )
         if recorder.error is not None:
             status = RunStatus.FAILED
     except asyncio.CancelledError:

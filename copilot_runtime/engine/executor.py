@@ -23,7 +23,7 @@ from copilot_runtime.engine.execute import run_execute
 from copilot_runtime.engine.live import LiveRun, live_run_forget, live_run_get, live_run_register
 from copilot_runtime.engine.relay import announce_cancel, follow_run
 from copilot_runtime.engine.request import TurnRequest, turn_request_from_payload
-from copilot_runtime.events import Event, event_from_payload
+from copilot_runtime.events import Event, RunError, RunFinished, event_from_payload
 
 logger = logging.getLogger(__name__)
 
@@ -40,10 +40,12 @@ def schedule_on_worker(*, run_id: str) -> None:
     """Enqueue the run once the transaction that created it commits."""
     from agents.tasks import execute_run
 
+    # The run ends itself at RUN_TIME_LIMIT_SECONDS (and records its end); Celery's hard limit
+    # is only the backstop for a worker that cannot even do that.
     limit = float(runtime_setting("RUN_TIME_LIMIT_SECONDS"))
 
     def enqueue() -> None:
-        execute_run.apply_async(args=[run_id], time_limit=limit + 30, soft_time_limit=limit)
+        execute_run.apply_async(args=[run_id], time_limit=limit + 60)
 
     transaction.on_commit(enqueue)
 
@@ -80,10 +82,22 @@ def watch_remote(run_id: str) -> tuple[asyncio.Queue[Event | None], Callable[[],
         try:
             async for logged in follow_run(run_id, check_alive=_reaper_for(run_id)):
                 events.put_nowait(event_from_payload(logged.type, logged.payload))
+        except Exception:
+            logger.exception("following run %s failed", run_id)
+            events.put_nowait(
+                RunError(
+                    message="The runtime lost track of this run; it may still finish. "
+                    "Reload to see its result.",
+                    code="RELAY_FAILED",
+                )
+            )
+            events.put_nowait(RunFinished(status="failed"))
         finally:
             events.put_nowait(None)
 
-    task = asyncio.create_task(pump(), name=f"follow:{run_id}")
+    # A fresh context, as for inline runs: the follower must not use the request's
+    # thread-sensitive executor, which ends with the response.
+    task = asyncio.create_task(pump(), name=f"follow:{run_id}", context=contextvars.Context())
     return events, task.cancel
 
 

@@ -10,6 +10,7 @@ The followed stream is exactly the logged stream: no gap, no duplicate, same ord
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -28,6 +29,9 @@ BATCH_MESSAGE = "run.batch"
 CANCEL_MESSAGE = "run.cancel"
 # How often a follower with nothing to read checks the run is still alive.
 IDLE_CHECK_SECONDS = 2.0
+# How often a follower without a channel layer reads the log.
+POLL_SECONDS = 0.1
+LOG_PAGE = 1000
 
 
 def run_group(run_id: str) -> str:
@@ -64,8 +68,14 @@ async def announce_cancel(run_id: str) -> None:
         logger.warning("could not announce the stop of run %s", run_id, exc_info=True)
 
 
-def log_read(*, run_id: str, after_seq: int, limit: int = 1000) -> list[LoggedEvent]:
-    rows = RunEvent.objects.filter(run_id=run_id, seq__gt=after_seq).order_by("seq")[:limit]
+def log_read(
+    *, run_id: str, after_seq: int, before_seq: int | None = None, limit: int = 1000
+) -> list[LoggedEvent]:
+    """Logged events with ``after_seq < seq < before_seq``, in order, at most ``limit``."""
+    rows = RunEvent.objects.filter(run_id=run_id, seq__gt=after_seq)
+    if before_seq is not None:
+        rows = rows.filter(seq__lt=before_seq)
+    rows = rows.order_by("seq")[:limit]
     return [LoggedEvent(seq=row.seq, type=row.type, payload=row.payload) for row in rows]
 
 
@@ -78,35 +88,57 @@ async def follow_run(
     """Every logged event of the run after ``after_seq``, live, until ``run_finished``.
 
     ``check_alive`` is awaited whenever nothing arrived for ``IDLE_CHECK_SECONDS``: it may
-    end a run whose executor died (appending its final events to the log).
+    end a run whose executor died (appending its final events to the log). When the layer
+    fails (Redis restarted, unreachable), the follower keeps going on the log alone.
     """
     layer = get_channel_layer()
-    channel = await layer.new_channel()
     group = run_group(run_id)
-    # Join first, then read the log: nothing logged in between can be missed.
-    await layer.group_add(group, channel)
-    next_seq = after_seq + 1
+    channel: str | None = None
     try:
-        finished = False
+        channel = await layer.new_channel()
+        # Join first, then read the log: nothing logged in between can be missed.
+        await layer.group_add(group, channel)
+    except Exception:
+        logger.warning(
+            "channel layer unavailable; following run %s from the log", run_id, exc_info=True
+        )
+        channel = None
+    next_seq = after_seq + 1
+    finished = False
 
-        async def backlog(until: int | None = None) -> AsyncIterator[LoggedEvent]:
-            nonlocal next_seq, finished
-            while True:
-                rows = await sync_to_async(log_read)(run_id=run_id, after_seq=next_seq - 1)
-                if not rows:
+    async def backlog(until: int | None = None) -> AsyncIterator[LoggedEvent]:
+        nonlocal next_seq, finished
+        while not finished:
+            rows = await sync_to_async(log_read)(
+                run_id=run_id, after_seq=next_seq - 1, before_seq=until
+            )
+            for row in rows:
+                next_seq = row.seq + 1
+                yield row
+                if row.type == RunFinished.type:
+                    finished = True
                     return
-                for row in rows:
-                    if until is not None and row.seq >= until:
-                        return
-                    next_seq = row.seq + 1
-                    finished = finished or row.type == RunFinished.type
-                    yield row
-                if len(rows) < 1000:
-                    return
+            if len(rows) < LOG_PAGE:
+                return
 
+    try:
         async for row in backlog():
             yield row
+        idle = 0.0
         while not finished:
+            if channel is None:
+                # No layer: poll the log (the executor writes it every few milliseconds).
+                await asyncio.sleep(POLL_SECONDS)
+                idle += POLL_SECONDS
+                before = next_seq
+                async for row in backlog():
+                    yield row
+                if next_seq != before:
+                    idle = 0.0
+                elif idle >= IDLE_CHECK_SECONDS and check_alive is not None:
+                    idle = 0.0
+                    await check_alive()
+                continue
             try:
                 message: dict[str, Any] = await asyncio.wait_for(
                     layer.receive(channel), IDLE_CHECK_SECONDS
@@ -117,10 +149,16 @@ async def follow_run(
                 async for row in backlog():
                     yield row
                 continue
+            except Exception:
+                logger.warning(
+                    "channel layer failed; following run %s from the log", run_id, exc_info=True
+                )
+                channel = None
+                continue
             if message.get("type") != BATCH_MESSAGE:
                 continue
             for seq, event_type, payload in message["events"]:
-                if seq < next_seq:
+                if finished or seq < next_seq:
                     continue  # already yielded (read from the log before the layer caught up)
                 if seq > next_seq:
                     # The layer dropped something: the log has it.
@@ -129,7 +167,10 @@ async def follow_run(
                 if seq != next_seq:
                     continue
                 next_seq = seq + 1
-                finished = finished or event_type == RunFinished.type
                 yield LoggedEvent(seq=seq, type=event_type, payload=payload)
+                if event_type == RunFinished.type:
+                    finished = True
     finally:
-        await layer.group_discard(group, channel)
+        if channel is not None:
+            with contextlib.suppress(Exception):
+                await layer.group_discard(group, channel)

@@ -1,0 +1,211 @@
+"""Ending runs whose executor died: ``runs_reap_stale`` and the places that call it.
+
+A running run whose heartbeat is older than ``RUN_STALE_SECONDS`` is failed with
+``WORKER_LOST``; its log gets ``run_error`` and ``run_finished`` with the next seqs. Fresh and
+finished runs are never touched, and a stale run does not keep its thread busy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import AnonymousUser
+from django.test import override_settings
+from django.utils import timezone
+
+from agents.tasks import reap_stale_runs
+from conversations.models import Run, RunEvent, RunStatus, Thread, ThreadStatus
+from conversations.services.runs import ThreadBusy
+from copilot_runtime.engine import relay
+from copilot_runtime.engine.executor import watch_remote
+from copilot_runtime.engine.reaper import WORKER_LOST, runs_reap_stale
+from copilot_runtime.engine.request import parse_generate_input
+from copilot_runtime.engine.service import turn_prepare
+from copilot_runtime.events import RunError, RunFinished, TextDelta
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+STALE_SECONDS = 3.0
+
+
+@pytest.fixture(autouse=True)
+def short_stale_time() -> Iterator[None]:
+    with override_settings(
+        COPILOT_RUNTIME={"RUN_STALE_SECONDS": STALE_SECONDS, "EXECUTOR": "inline"},
+        CHANNEL_LAYERS={"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}},
+    ):
+        yield
+
+
+def make_run(
+    run_id: str,
+    *,
+    status: str = RunStatus.RUNNING,
+    heartbeat_age: float | None,
+    logged: int = 3,
+    thread_id: str | None = None,
+) -> Run:
+    thread = Thread.objects.create(
+        thread_id=thread_id or f"thread-{run_id}", status=ThreadStatus.RUNNING
+    )
+    heartbeat = None
+    if heartbeat_age is not None:
+        heartbeat = timezone.now() - dt.timedelta(seconds=heartbeat_age)
+    run = Run.objects.create(id=run_id, thread=thread, status=status, heartbeat_at=heartbeat)
+    RunEvent.objects.bulk_create(
+        [
+            RunEvent(run=run, seq=1, type="text_start", payload={"message_id": "m1"}),
+            *[
+                RunEvent(
+                    run=run, seq=seq, type="text_delta", payload={"message_id": "m1", "delta": "x"}
+                )
+                for seq in range(2, logged + 1)
+            ],
+        ]
+    )
+    return run
+
+
+def log_of(run_id: str) -> list[tuple[int, str, dict[str, Any]]]:
+    return [
+        (e.seq, e.type, e.payload) for e in RunEvent.objects.filter(run_id=run_id).order_by("seq")
+    ]
+
+
+def test_a_stale_running_run_is_failed_with_worker_lost_and_its_log_closed() -> None:
+    make_run("stale", heartbeat_age=STALE_SECONDS + 5)
+    before = log_of("stale")
+
+    assert runs_reap_stale() == 1
+
+    run = Run.objects.select_related("thread").get(pk="stale")
+    assert run.status == RunStatus.FAILED
+    assert run.error_code == WORKER_LOST
+    assert run.finished_at is not None
+    assert run.thread.status == ThreadStatus.IDLE
+    log = log_of("stale")
+    assert log[:3] == before
+    (error_seq, error_type, error), (end_seq, end_type, end) = log[3:]
+    assert (error_seq, end_seq) == (4, 5)
+    assert error_type == RunError.type and error["code"] == WORKER_LOST and error["message"]
+    assert (end_type, end) == (RunFinished.type, {"status": "failed"})
+    # Reaping again changes nothing.
+    assert runs_reap_stale() == 0
+    assert len(log_of("stale")) == 5
+
+
+def test_a_running_run_that_never_beat_is_stale() -> None:
+    make_run("never-beat", heartbeat_age=None)
+
+    assert runs_reap_stale() == 1
+    assert Run.objects.get(pk="never-beat").error_code == WORKER_LOST
+
+
+@pytest.mark.parametrize(
+    ("status", "heartbeat_age"),
+    [
+        pytest.param(RunStatus.RUNNING, 0.0, id="fresh-running"),
+        pytest.param(RunStatus.RUNNING, STALE_SECONDS - 1, id="running-not-yet-stale"),
+        pytest.param(RunStatus.SUCCEEDED, 60.0, id="succeeded"),
+        pytest.param(RunStatus.CANCELLED, 60.0, id="cancelled"),
+        pytest.param(RunStatus.FAILED, 60.0, id="failed"),
+    ],
+)
+def test_fresh_and_finished_runs_are_untouched(status: str, heartbeat_age: float) -> None:
+    run = make_run("kept", status=status, heartbeat_age=heartbeat_age)
+    before = log_of("kept")
+
+    assert runs_reap_stale() == 0
+
+    again = Run.objects.get(pk="kept")
+    assert (again.status, again.error_code, again.finished_at) == (status, "", run.finished_at)
+    assert log_of("kept") == before
+
+
+def test_only_the_listed_runs_are_reaped() -> None:
+    make_run("listed", heartbeat_age=60)
+    make_run("unlisted", heartbeat_age=60)
+
+    assert runs_reap_stale(run_ids=["listed"]) == 1
+
+    assert Run.objects.get(pk="listed").status == RunStatus.FAILED
+    assert Run.objects.get(pk="unlisted").status == RunStatus.RUNNING
+
+
+def test_the_periodic_celery_task_reaps_stale_runs() -> None:
+    make_run("periodic", heartbeat_age=60)
+
+    assert reap_stale_runs.apply().get() == 1
+    assert Run.objects.get(pk="periodic").status == RunStatus.FAILED
+
+
+def _request(thread_id: str, message_id: str) -> Any:
+    return parse_generate_input(
+        {
+            "threadId": thread_id,
+            "frontend": {"actions": []},
+            "messages": [
+                {
+                    "id": message_id,
+                    "createdAt": "2025-01-01T00:00:00.000Z",
+                    "textMessage": {"content": "Hello again", "role": "user"},
+                }
+            ],
+            "metadata": {"requestType": "Chat"},
+        },
+        {},
+    )
+
+
+def test_a_thread_whose_only_running_run_is_stale_accepts_a_new_turn() -> None:
+    make_run("dead", heartbeat_age=60, thread_id="busy-thread")
+
+    prepared = turn_prepare(
+        user=AnonymousUser(), request=_request("busy-thread", "u2"), protocol="graphql"
+    )
+
+    assert Run.objects.get(pk="dead").status == RunStatus.FAILED
+    assert Run.objects.get(pk=prepared.run_id).status == RunStatus.PENDING
+
+
+def test_a_thread_with_a_live_running_run_is_still_busy() -> None:
+    make_run("alive", heartbeat_age=0, thread_id="live-thread")
+
+    with pytest.raises(ThreadBusy):
+        turn_prepare(
+            user=AnonymousUser(), request=_request("live-thread", "u2"), protocol="graphql"
+        )
+    assert Run.objects.get(pk="alive").status == RunStatus.RUNNING
+
+
+async def test_a_follower_of_a_run_whose_executor_died_ends_with_worker_lost(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The web process's follower checks the run when nothing arrives: it does not hang."""
+    monkeypatch.setattr(relay, "IDLE_CHECK_SECONDS", 0.1)
+    await sync_to_async(make_run)("orphan", heartbeat_age=STALE_SECONDS + 1)
+
+    events, stop_following = watch_remote("orphan")
+    received = []
+    try:
+        while (event := await asyncio.wait_for(events.get(), 10)) is not None:
+            received.append(event)
+    finally:
+        stop_following()
+
+    assert [type(event) for event in received] == [
+        type(received[0]),
+        TextDelta,
+        TextDelta,
+        RunError,
+        RunFinished,
+    ]
+    assert received[-2].code == WORKER_LOST
+    assert received[-1].status == "failed"
+    run = await Run.objects.aget(pk="orphan")
+    assert (run.status, run.error_code) == (RunStatus.FAILED, WORKER_LOST)

@@ -1,0 +1,128 @@
+"""Infrastructure outages with the Celery executor: Redis restarting, Postgres unreachable.
+
+A Redis restart while no run is active must not need a web or worker restart; a database
+that cannot be reached must give callers a clear, quick error in the protocol's shape.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pytest
+
+from conversations.models import RunStatus
+from tests.e2e.celery.support import fake
+from tests.e2e.js_client import JS_CLIENT_VERSIONS, run_js
+from tests.support.generate_e2e import (
+    assert_no_traceback,
+    finished_run,
+    generate_command,
+    generate_data,
+    graphql_error_codes,
+    joined_content,
+    text_input,
+)
+
+if TYPE_CHECKING:
+    from benchmarks.fake_upstream import FakeUpstream
+    from tests.e2e.celery.conftest import RedisServer
+
+pytestmark = pytest.mark.e2e
+
+CLIENT = JS_CLIENT_VERSIONS[0]
+# The database connect timeout the served process gets (settings: DATABASE_CONNECT_TIMEOUT).
+CONNECT_TIMEOUT_SECONDS = 2
+
+
+def one_turn(server_url: str, thread_id: str, text: str, *, timeout: float = 30) -> dict[str, Any]:
+    data = generate_data(thread_id=thread_id, messages=[text_input("u1", fake({"text": text}))])
+    return run_js(CLIENT, generate_command(server_url, data), timeout=timeout)
+
+
+def test_a_redis_restart_between_runs_needs_no_restart_of_web_or_worker(
+    celery_stack: Any, dedicated_redis: RedisServer, fake_upstream: FakeUpstream
+) -> None:
+    server, worker = celery_stack(dedicated_redis.url)
+    before = one_turn(server.url, "redis-restart-before", "Before the restart.")
+    assert before["final"]["status"]["code"] == "Success"
+    connects = worker.log_text().count("Connected to redis://")
+
+    dedicated_redis.restart()
+    # Right away, while the worker is still reconnecting (Celery retries every 2 s): the run
+    # waits in the queue. Every connection the web process held before is stale now.
+    replies = [
+        one_turn(server.url, f"redis-restart-after-{index}", f"Answer {index} after the restart.")
+        for index in range(2)
+    ]
+
+    for index, after in enumerate(replies):
+        assert after["errors"] == []
+        assert after["final"].get("status", {}).get("code") == "Success", after["final"]
+        (reply,) = after["final"]["messages"]
+        assert joined_content(reply) == f"Answer {index} after the restart."
+        assert finished_run(after["final"]["runId"]).status == RunStatus.SUCCEEDED
+    # The worker reconnected on its own; nothing was restarted.
+    assert worker.log_text().count("Connected to redis://") > connects
+    assert worker.process.poll() is None and server.process.poll() is None
+    assert httpx.get(f"{server.url}/readyz", timeout=5).status_code == 200
+
+
+@pytest.fixture
+def silent_database_port() -> Iterator[int]:
+    """A port that accepts TCP connections and never answers: a database that hangs."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    try:
+        yield int(listener.getsockname()[1])
+    finally:
+        listener.close()
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])  # nothing listens once the probe closes
+
+
+@pytest.mark.parametrize("database", ["refused", "silent"])
+def test_an_unreachable_database_gives_a_clear_error_quickly(
+    live_server_factory: Any,
+    celery_env: Any,
+    redis_url: str,
+    silent_database_port: int,
+    database: str,
+) -> None:
+    port = closed_port() if database == "refused" else silent_database_port
+    server = live_server_factory(
+        env=celery_env(
+            redis_url,
+            DATABASE_URL=f"postgres://copilot:copilot@127.0.0.1:{port}/copilot",
+            DATABASE_CONNECT_TIMEOUT=str(CONNECT_TIMEOUT_SECONDS),
+        )
+    )
+    bound = CONNECT_TIMEOUT_SECONDS + 3.0
+
+    started = time.monotonic()
+    ready = httpx.get(f"{server.url}/readyz", timeout=bound + 5)
+    assert time.monotonic() - started < bound
+    assert ready.status_code == 503
+    assert "database unavailable" in ready.json()["problems"]
+
+    # {hello} does not touch the database: the process itself is fine.
+    hello = httpx.post(f"{server.url}/api/copilotkit", json={"query": "{hello}"}, timeout=5)
+    assert hello.status_code == 200
+
+    data = generate_data(thread_id="db-down", messages=[text_input("u1", "Hello?")])
+    started = time.monotonic()
+    result = run_js(CLIENT, generate_command(server.url, data), timeout=bound + 20)
+    elapsed = time.monotonic() - started
+
+    assert elapsed < bound + 1.0, f"the client waited {elapsed:.1f}s"
+    assert [exchange["status"] for exchange in result["http"]] == [200]
+    assert "NETWORK_ERROR" in graphql_error_codes(result)
+    assert_no_traceback(str(result["errors"]))
