@@ -377,5 +377,50 @@ def test_server_and_frontend_action_in_one_response(
     assert len(tool_messages(follow_up_request)) == 2
 
     finished_run(second_turn["final"]["runId"])
-    kinds = [row.kind for row in thread_rows(thread_id, include_superseded=True)]
-    assert kinds == ["text", "action_execution", "action_execution", "result", "result", "text"]
+    # The client resends the server's result after its own one: reordered, not superseded.
+    rows = thread_rows(thread_id, include_superseded=True)
+    assert [row.kind for row in rows] == [
+        "text",
+        "action_execution",
+        "action_execution",
+        "result",
+        "result",
+        "text",
+    ]
+    assert not any(row.superseded for row in rows)
+
+
+IMMEDIATE_FOLLOW_UPS = 12
+
+
+@versions
+def test_follow_ups_sent_the_moment_a_response_ends_are_accepted(
+    server: ServedProcess, fake_upstream: FakeUpstream, version: str
+) -> None:
+    # react-core runs a frontend action as soon as the response ends and sends the follow-up
+    # at once; the thread must be free by then (the previous run is over for the client).
+    call = {"tool_calls": [{"name": "sayHello", "arguments": {"name": "Bob"}}]}
+    fake_upstream.script(*([call] * IMMEDIATE_FOLLOW_UPS), {"text": "All greeted."})
+    thread_id = f"thread-immediate-follow-ups-{version}"
+    first = generate_data(
+        thread_id=thread_id,
+        messages=[text_input("u1", "Greet Bob often")],
+        actions=[SAY_HELLO_ACTION],
+    )
+    follow_up = {"op": "generate", "followUp": {"actionResults": {"sayHello": "Hi Bob"}}}
+    command = {
+        "op": "sequence",
+        "url": server.url + GRAPHQL_PATH,
+        "commands": [{"op": "generate", "data": first}] + [follow_up] * IMMEDIATE_FOLLOW_UPS,
+    }
+
+    turns = run_js(version, command, timeout=120)["results"]
+
+    busy = [index for index, turn in enumerate(turns) if turn["errors"]]
+    assert busy == [], [turns[index]["errors"][0]["message"] for index in busy]
+    assert [typenames(turn) for turn in turns[:-1]] == [
+        ["ActionExecutionMessageOutput"]
+    ] * IMMEDIATE_FOLLOW_UPS
+    assert joined_content(turns[-1]["final"]["messages"][0]) == "All greeted."
+    for turn in turns:
+        assert finished_run(turn["final"]["runId"]).status == RunStatus.SUCCEEDED

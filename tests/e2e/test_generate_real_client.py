@@ -4,7 +4,12 @@ Each test starts daphne on the pytest-django test database with the fake OpenAI 
 drives it with ``@copilotkit/runtime-client-gql`` (both pinned versions) through
 ``tests/e2e/js/gql_client.cjs``, and then checks what the server stored.
 
-This module: text replies (short, long, multi-turn) and thread ids.
+This module: text replies (short, long, unicode, multi-turn, concurrent) and thread ids.
+The rest of the suite: test_generate_actions (server, failing and frontend actions, tool
+loops), test_generate_errors (upstream failures, busy threads, 406, malformed requests),
+test_generate_abort (client stops), test_generate_history (regenerate, loadAgentState),
+test_generate_parameters (forwarded parameters, request types, request hooks) and
+test_generate_fast_path (the real clients' document and the dedicated encoder).
 """
 
 from __future__ import annotations
