@@ -7,8 +7,9 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
-from conversations.models import AgentState, Message, MessageKind, Thread
+from conversations.models import AgentState, Message, MessageKind, Run, RunEvent, Thread
 from conversations.services.threads import thread_is_visible_to
+from copilot_runtime.events import RunError, RunFinished
 
 
 @dataclass(frozen=True)
@@ -92,3 +93,30 @@ def agent_state_load(
         state=latest.state if latest is not None else {},
         messages=thread_messages_as_copilotkit_json(thread=thread),
     )
+
+
+# --- runs -------------------------------------------------------------------------------------
+
+
+def run_get_for_caller(*, run_id: str, user: AbstractBaseUser | AnonymousUser) -> Run | None:
+    """The run if it exists and its thread is visible to ``user``; otherwise None."""
+    run = Run.objects.select_related("thread").filter(pk=run_id).first()
+    if run is None or not thread_is_visible_to(run.thread, user):
+        return None
+    return run
+
+
+def run_logged_error(*, run_id: str) -> RunError | None:
+    row = RunEvent.objects.filter(run_id=run_id, type=RunError.type).order_by("-seq").first()
+    return RunError(**row.payload) if row is not None else None
+
+
+def run_ended_unlogged(*, run_id: str) -> bool:
+    """Finished, but its log will never get a ``run_finished`` (a follower would wait forever).
+
+    A run's end is committed with its last events, so a finished run whose log has no
+    ``run_finished`` never had one (e.g. refused by the before-request hook)."""
+    run = Run.objects.filter(pk=run_id).only("status").first()
+    if run is None or not run.is_finished:
+        return False
+    return not RunEvent.objects.filter(run_id=run_id, type=RunFinished.type).exists()

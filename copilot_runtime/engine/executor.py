@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections, transaction
@@ -80,7 +80,7 @@ def watch_remote(run_id: str) -> tuple[asyncio.Queue[Event | None], Callable[[],
 
     async def pump() -> None:
         try:
-            async for logged in follow_run(run_id, check_alive=_reaper_for(run_id)):
+            async for logged in follow_run(run_id, check_alive=reap_if_stale_check(run_id)):
                 events.put_nowait(event_from_payload(logged.type, logged.payload))
         except Exception:
             logger.exception("following run %s failed", run_id)
@@ -101,7 +101,9 @@ def watch_remote(run_id: str) -> tuple[asyncio.Queue[Event | None], Callable[[],
     return events, task.cancel
 
 
-def _reaper_for(run_id: str) -> Callable[[], object]:
+def reap_if_stale_check(run_id: str) -> Callable[[], Awaitable[None]]:
+    """A ``check_alive`` for followers: ends the run if its executor stopped beating."""
+
     async def check() -> None:
         from copilot_runtime.engine.reaper import runs_reap_stale
 

@@ -6,9 +6,14 @@ not strawberry's views: strawberry's own incremental payloads break urql's ``@st
 
 from __future__ import annotations
 
-import strawberry
-from strawberry.schema.config import StrawberryConfig
+import logging
 
+import strawberry
+from graphql import GraphQLError
+from strawberry.schema.config import StrawberryConfig
+from strawberry.types import ExecutionContext
+
+from copilot_runtime.errors import CopilotKitError
 from copilot_runtime.graphql.naming import NAME_CONVERTER
 from copilot_runtime.graphql.resolvers.agents import (
     resolve_available_agents,
@@ -36,6 +41,8 @@ from copilot_runtime.graphql.types.statuses import (
 )
 
 HELLO = "Hello World"
+
+logger = logging.getLogger("copilot_runtime.graphql")
 
 
 def resolve_hello() -> str:
@@ -84,7 +91,23 @@ class Subscription:
     )
 
 
-schema = strawberry.Schema(
+class RuntimeSchema(strawberry.Schema):
+    """Logs errors the client is meant to see (NOT_FOUND, THREAD_BUSY...) briefly; only the
+    unexpected ones get a traceback (``error_format`` logs those when it masks them)."""
+
+    def process_errors(
+        self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
+    ) -> None:
+        for error in errors:
+            if isinstance(error.original_error, CopilotKitError):
+                logger.info("GraphQL error %s: %s", error.original_error.code, error.message)
+            elif error.original_error is None:
+                logger.info("GraphQL request error: %s", error.message)
+            else:
+                super().process_errors([error], execution_context)
+
+
+schema = RuntimeSchema(
     query=Query,
     mutation=Mutation,
     subscription=Subscription,

@@ -32,18 +32,21 @@ from typing import Annotated
 
 import strawberry
 from asgiref.sync import sync_to_async
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from strawberry import UNSET
 
-from conversations.models import Run, RunEvent
-from conversations.services.threads import thread_is_visible_to
+from conversations.models import Run
+from conversations.selectors import (
+    run_ended_unlogged,
+    run_get_for_caller,
+    run_logged_error,
+)
 from copilot_runtime.conf import disconnect_policy
-from copilot_runtime.engine.executor import _reaper_for, run_cancel
+from copilot_runtime.engine.executor import reap_if_stale_check, run_cancel
 from copilot_runtime.engine.relay import follow_run
 from copilot_runtime.engine.request import parse_generate_input
 from copilot_runtime.engine.service import turn_start
 from copilot_runtime.errors import CopilotKitError, ErrorCode
-from copilot_runtime.events import RunError, RunFinished
+from copilot_runtime.events import RunError
 from copilot_runtime.graphql.context import RuntimeContext
 from copilot_runtime.graphql.input_conversion import input_to_dict
 from copilot_runtime.graphql.types.inputs import GenerateCopilotResponseInput
@@ -79,33 +82,6 @@ class _RunEndedUnlogged(Exception):
     """The run ended without a ``run_finished`` in its log (refused before it executed)."""
 
 
-# --- run lookups (synchronous: called through sync_to_async) -------------------------------
-
-
-def run_get_for_caller(*, run_id: str, user: AbstractBaseUser | AnonymousUser) -> Run | None:
-    """The run if it exists and its thread is visible to ``user``; otherwise None."""
-    run = Run.objects.select_related("thread").filter(pk=run_id).first()
-    if run is None or not thread_is_visible_to(run.thread, user):
-        return None
-    return run
-
-
-def run_logged_error(*, run_id: str) -> RunError | None:
-    row = RunEvent.objects.filter(run_id=run_id, type=RunError.type).order_by("-seq").first()
-    return RunError(**row.payload) if row is not None else None
-
-
-def run_ended_unlogged(*, run_id: str) -> bool:
-    """Finished, but its log will never get a ``run_finished`` (a follower would wait forever).
-
-    A run's end is committed with its last events, so a finished run whose log has no
-    ``run_finished`` never had one (e.g. refused by the before-request hook)."""
-    run = Run.objects.filter(pk=run_id).only("status").first()
-    if run is None or not run.is_finished:
-        return False
-    return not RunEvent.objects.filter(run_id=run_id, type=RunFinished.type).exists()
-
-
 async def visible_run(*, context: RuntimeContext, run_id: str) -> Run:
     run = await sync_to_async(run_get_for_caller)(run_id=run_id, user=context.user)
     if run is None:
@@ -120,7 +96,7 @@ async def stream_run_log(
     *, run_id: str, thread_id: str, after_sequence: int = 0
 ) -> AsyncGenerator[RunEventPayload, None]:
     """Payloads for the run's logged events after ``after_sequence``, live, to its end."""
-    reap_if_stale = _reaper_for(run_id)
+    reap_if_stale = reap_if_stale_check(run_id)
 
     async def check_alive() -> None:
         await reap_if_stale()
