@@ -113,6 +113,8 @@ class RequestResult:
     tokens: int
     ok: bool
     error: str | None = None
+    # Content items (multipart chunks of text) the tokens came in.
+    content_items: int = 0
 
 
 # --- one HTTP/1.1 exchange --------------------------------------------------------------------
@@ -226,6 +228,7 @@ def _judge(
         else observation.first_token_at - started_at,
         latency=finished_at - started_at,
         tokens=observation.tokens,
+        content_items=observation.content_items,
         ok=error is None,
         error=error,
     )
@@ -385,6 +388,11 @@ class _LoadRun:
             ttft=Distribution.of_seconds([r.ttft for r in succeeded if r.ttft is not None]),
             latency=Distribution.of_seconds([r.latency for r in succeeded]),
             tokens_per_request_mean=round(sum(r.tokens for r in succeeded) / len(succeeded), 2)
+            if succeeded
+            else None,
+            content_items_per_request_mean=round(
+                sum(r.content_items for r in succeeded) / len(succeeded), 2
+            )
             if succeeded
             else None,
             loadgen_cpu_ms_per_request=round(loadgen_cpu * 1000 / completed, 3)

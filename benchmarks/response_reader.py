@@ -7,7 +7,10 @@ client's ``generateCopilotResponse`` stream and records what the benchmark measu
 
 - the time of the first part carrying a text token, i.e. an ``items`` entry whose path ends
   in ``"content", <index>`` (time to first token);
-- the number of tokens (content items) received;
+- the number of tokens received: whitespace-separated words of each message's text (the fake
+  upstream's tokens are one word each). Not the number of content items: the inline executor
+  sends one item per token, a run relayed from a Celery worker arrives as the event log's
+  coalesced deltas, several tokens per item (``content_items`` counts those);
 - the response status code from the deferred ``status`` patch (``Success`` / ``Failed``);
 - the time of the payload with ``hasNext: false`` (end of the response).
 
@@ -118,11 +121,17 @@ class StreamObservation:
 
     first_token_at: float | None = None
     finished_at: float | None = None
-    tokens: int = 0
+    content_items: int = 0
     parts: int = 0
     response_status: str | None = None
     failure: str | None = None
     errors: list[dict[str, Any]] = field(default_factory=list)
+    # Content items per message path, joined only when the tokens are counted.
+    _content: dict[tuple[Any, ...], list[str]] = field(default_factory=dict, repr=False)
+
+    @property
+    def tokens(self) -> int:
+        return sum(len("".join(pieces).split()) for pieces in self._content.values())
 
     @property
     def finished(self) -> bool:
@@ -142,7 +151,9 @@ class StreamObservation:
             items = entry.get("items")
             if items is not None:
                 if len(path) >= 2 and path[-2] == "content" and items:
-                    self.tokens += len(items)
+                    self.content_items += len(items)
+                    pieces = self._content.setdefault(tuple(path[:-2]), [])
+                    pieces.extend(item for item in items if isinstance(item, str))
                     if self.first_token_at is None:
                         self.first_token_at = now
             elif len(path) == 1 and path[0] == ROOT_FIELD:

@@ -1,6 +1,7 @@
 """Run the v1 benchmark end to end and report it next to the TypeScript runtime's figures.
 
     python -m benchmarks.run_benchmark [--duration 15] [--warmup 3] [--configs 1x200,50x50]
+                                       [--executors inline,celery] [--worker-concurrency 2]
                                        [--profile] [--output benchmarks/results/latest.json]
 
 Starts the fake upstream (no token delay), migrates, serves ``copilot_runtime.asgi:application``
@@ -9,6 +10,13 @@ with daphne as production does (``DEBUG=false``, ``LOG_LEVEL=WARNING``, ``OPENAI
 generator (``benchmarks.loadgen``) and samples the server over the measured window: daphne's
 CPU (``/proc/<pid>/stat`` utime+stime) per request, its peak RSS (``VmHWM``), and, with the
 throwaway database, PostgreSQL's CPU per request. Prints a table and writes JSON.
+
+Each executor (``--executors``, default both) gets its own processes in turn
+(``benchmarks.shapes``): ``inline`` is daphne alone; ``celery`` adds a throwaway redis-server
+and ONE Celery worker (``-c --worker-concurrency``, prefork), daphne and the worker sharing the
+environment plus ``REDIS_URL`` and ``COPILOT_RUNTIME_EXECUTOR=celery``. For the celery shape the
+worker's process tree CPU, its memory and Redis's CPU are sampled too, and the two shapes are
+compared side by side (``benchmarks.comparison``), with the TTFT the worker hop adds.
 
 Database: ``DATABASE_URL`` when set (it must be PostgreSQL; the run writes rows into it),
 otherwise a throwaway PostgreSQL set up like ``scripts/test.sh``'s (``benchmarks.postgres``).
@@ -37,9 +45,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks import pgstats, procstat, profile_summary
+from benchmarks import comparison, pgstats, procstat, profile_summary
+from benchmarks.celery_processes import tree_memory
 from benchmarks.loadgen import Connection, LoadPlan, Target, run_load, send_one
-from benchmarks.postgres import PostgresUnavailable, ThrowawayPostgres, find_pg_bin, free_port
+from benchmarks.postgres import PostgresUnavailable, ThrowawayPostgres, find_pg_bin
 from benchmarks.processes import (
     REPO_ROOT,
     VENV_BIN,
@@ -47,14 +56,24 @@ from benchmarks.processes import (
     ProcessFailed,
     new_log_dir,
     run_migrate,
-    start_daphne,
     start_fake_upstream,
+)
+from benchmarks.shapes import (
+    CELERY,
+    EXECUTORS,
+    INLINE,
+    Shape,
+    WorkerOptions,
+    parse_executors,
+    start_shape,
 )
 from benchmarks.stats import LoadSummary
 
 DEFAULT_OUTPUT = REPO_ROOT / "benchmarks" / "results" / "latest.json"
 PROFILE_CONFIGURATION = "50x50"
 PY_SPY_RATE_HZ = 200
+# One prefork worker's pool size on this 2-core machine (2 and 4 measured: benchmarks/README.md).
+DEFAULT_WORKER_CONCURRENCY = 2
 MIB = 1024
 
 
@@ -143,20 +162,43 @@ def _machine() -> dict[str, Any]:
 
 
 class WindowSampler:
-    """CPU of the server, PostgreSQL and the fake upstream, and the database's counters,
-    between the window's edges."""
+    """CPU of the server (and, for the celery shape, the worker's process tree and Redis),
+    PostgreSQL and the fake upstream, and the database's counters, between the window's
+    edges."""
 
     def __init__(
-        self, *, server_pid: int, postgres_pid: int | None, fake_pid: int, database_url: str
+        self,
+        *,
+        server_pid: int,
+        postgres_pid: int | None,
+        fake_pid: int,
+        database_url: str,
+        worker_pid: int | None = None,
+        redis_pid: int | None = None,
     ) -> None:
         self.server_pid = server_pid
         self.postgres_pid = postgres_pid
         self.fake_pid = fake_pid
         self.database_url = database_url
+        self.worker_pid = worker_pid
+        self.redis_pid = redis_pid
         self._start: dict[str, float] = {}
         self._database_start: dict[str, int] | None = None
         self.deltas: dict[str, float] = {}
         self.database_deltas: dict[str, int] = {}
+
+    @classmethod
+    def for_shape(
+        cls, shape: Shape, *, postgres_pid: int | None, fake_pid: int, database_url: str
+    ) -> WindowSampler:
+        return cls(
+            server_pid=shape.server.pid,
+            postgres_pid=postgres_pid,
+            fake_pid=fake_pid,
+            database_url=database_url,
+            worker_pid=shape.worker.pid if shape.worker else None,
+            redis_pid=shape.redis.pid if shape.redis else None,
+        )
 
     def _sample(self) -> dict[str, float]:
         sample = {
@@ -167,15 +209,18 @@ class WindowSampler:
         }
         if self.postgres_pid is not None:
             sample["postgres"] = procstat.tree_cpu_seconds(self.postgres_pid)
+        if self.worker_pid is not None:
+            # The worker's main process and its pool children (prefork executes runs there).
+            sample["worker"] = procstat.tree_cpu_seconds(self.worker_pid)
+        if self.redis_pid is not None:
+            sample["redis"] = procstat.cpu_times(self.redis_pid).own
         return sample
 
     def foreign_cpu_seconds(self) -> float | None:
         """CPU the machine spent on processes that are not part of the benchmark."""
         if not self.deltas or self.postgres_pid is None:
             return None
-        ours = sum(
-            self.deltas[name] for name in ("server", "fake_upstream", "load_generator", "postgres")
-        )
+        ours = sum(value for name, value in self.deltas.items() if name != "machine_busy")
         return max(0.0, self.deltas["machine_busy"] - ours)
 
     def start(self) -> None:
@@ -198,14 +243,49 @@ def _per_request_ms(seconds: float | None, requests: int) -> float | None:
     return round(seconds * 1000 / requests, 3)
 
 
-def _configuration_result(
-    configuration: Configuration, summary: LoadSummary, sampler: WindowSampler, server_pid: int
+def _percent_of_core(seconds: float | None, window_seconds: float) -> float | None:
+    if seconds is None or not window_seconds:
+        return None
+    return round(100 * seconds / window_seconds, 1)
+
+
+def _worker_figures(
+    shape: Shape, sampler: WindowSampler, completed: int, window_seconds: float
 ) -> dict[str, Any]:
-    memory = procstat.memory_kib(server_pid)
+    """The celery shape's worker and Redis, and what the runtime costs in all (web + worker)."""
+    if shape.worker is None:
+        return {}
+    memory = tree_memory(shape.worker.pid)
+    worker_cpu = sampler.deltas.get("worker")
+    server_cpu = sampler.deltas.get("server")
+    runtime_cpu = None if worker_cpu is None or server_cpu is None else worker_cpu + server_cpu
+    return {
+        "worker_cpu_ms_per_request": _per_request_ms(worker_cpu, completed),
+        "worker_cpu_percent_of_core": _percent_of_core(worker_cpu, window_seconds),
+        "runtime_cpu_ms_per_request": _per_request_ms(runtime_cpu, completed),
+        "redis_cpu_ms_per_request": _per_request_ms(sampler.deltas.get("redis"), completed),
+        # Sum of each process's VmHWM: an upper bound (peaks at different moments, pages the
+        # pool children share with the parent counted in each).
+        "worker_peak_rss_mib": round(memory.peak_rss_kib_sum / MIB, 1),
+        "worker_peak_rss_mib_by_process": [
+            round(kib / MIB, 1) for kib in memory.peak_rss_kib_by_process.values()
+        ],
+        "worker_rss_mib_after": round(memory.rss_kib / MIB, 1),
+        # Proportional set size: shared pages divided among the processes sharing them.
+        "worker_pss_mib_after": None if memory.pss_kib is None else round(memory.pss_kib / MIB, 1),
+        "worker_processes": len(memory.peak_rss_kib_by_process),
+    }
+
+
+def _configuration_result(
+    configuration: Configuration, summary: LoadSummary, sampler: WindowSampler, shape: Shape
+) -> dict[str, Any]:
+    memory = procstat.memory_kib(shape.server.pid)
     completed = summary.completed
     foreign = sampler.foreign_cpu_seconds()
     return {
         "name": configuration.name,
+        "executor": shape.executor,
         **summary.as_dict(),
         "server_cpu_ms_per_request": _per_request_ms(sampler.deltas.get("server"), completed),
         "server_cpu_percent_of_core": round(
@@ -229,6 +309,7 @@ def _configuration_result(
         else round(100 * foreign / summary.window_seconds, 1),
         "load_average_after": [round(value, 2) for value in os.getloadavg()],
         "server_rss_mib_after": round(memory.get("VmRSS", 0) / MIB, 1),
+        **_worker_figures(shape, sampler, completed, summary.window_seconds),
     }
 
 
@@ -246,19 +327,15 @@ async def _check_server_answers(target: Target) -> None:
 def measure(
     configuration: Configuration,
     *,
-    target: Target,
+    shape: Shape,
     warmup_seconds: float,
     duration_seconds: float,
-    server: Managed,
     postgres_pid: int | None,
     fake: Managed,
     database_url: str,
 ) -> dict[str, Any]:
-    sampler = WindowSampler(
-        server_pid=server.pid,
-        postgres_pid=postgres_pid,
-        fake_pid=fake.pid,
-        database_url=database_url,
+    sampler = WindowSampler.for_shape(
+        shape, postgres_pid=postgres_pid, fake_pid=fake.pid, database_url=database_url
     )
     plan = LoadPlan(
         concurrency=configuration.concurrency,
@@ -267,9 +344,14 @@ def measure(
         duration_seconds=duration_seconds,
     )
     summary = asyncio.run(
-        run_load(target=target, plan=plan, on_window_start=sampler.start, on_window_end=sampler.end)
+        run_load(
+            target=shape.target,
+            plan=plan,
+            on_window_start=sampler.start,
+            on_window_end=sampler.end,
+        )
     )
-    return _configuration_result(configuration, summary, sampler, server.pid)
+    return _configuration_result(configuration, summary, sampler, shape)
 
 
 # --- profile ----------------------------------------------------------------------------------
@@ -282,10 +364,9 @@ def _py_spy() -> str | None:
 
 def profile_server(
     *,
-    target: Target,
+    shape: Shape,
     warmup_seconds: float,
     duration_seconds: float,
-    server: Managed,
     postgres_pid: int | None,
     fake: Managed,
     database_url: str,
@@ -293,17 +374,21 @@ def profile_server(
     configuration: Configuration,
 ) -> dict[str, Any]:
     """One configuration's load once more with py-spy sampling daphne; returns the summary."""
+    server = shape.server
     py_spy = _py_spy()
     if py_spy is None:
         raise BenchmarkError("--profile needs py-spy: .venv/bin/pip install py-spy")
-    raw_path = output_dir / f"profile-{configuration.name}.collapsed.txt"
+    # The inline shape keeps the historical names (profile-50x50.*).
+    stem = (
+        f"profile-{configuration.name}"
+        if shape.executor == INLINE
+        else f"profile-{shape.executor}-{configuration.name}"
+    )
+    raw_path = output_dir / f"{stem}.collapsed.txt"
     seconds = max(1, math.ceil(duration_seconds))
     recorder: list[subprocess.Popen[bytes]] = []
-    sampler = WindowSampler(
-        server_pid=server.pid,
-        postgres_pid=postgres_pid,
-        fake_pid=fake.pid,
-        database_url=database_url,
+    sampler = WindowSampler.for_shape(
+        shape, postgres_pid=postgres_pid, fake_pid=fake.pid, database_url=database_url
     )
 
     def start_recording() -> None:
@@ -339,7 +424,10 @@ def profile_server(
     )
     summary = asyncio.run(
         run_load(
-            target=target, plan=plan, on_window_start=start_recording, on_window_end=sampler.end
+            target=shape.target,
+            plan=plan,
+            on_window_start=start_recording,
+            on_window_end=sampler.end,
         )
     )
     if not recorder:
@@ -356,15 +444,17 @@ def profile_server(
     text = profile_summary.render(
         breakdown,
         heading=(
-            f"py-spy --gil samples of daphne under {configuration.name} load "
+            f"py-spy --gil samples of daphne ({shape.executor} executor) under "
+            f"{configuration.name} load "
             f"({PY_SPY_RATE_HZ} Hz x {seconds} s; a sample = the thread holding the GIL)"
         ),
     )
-    text_path = output_dir / f"profile-{configuration.name}.txt"
+    text_path = output_dir / f"{stem}.txt"
     text_path.write_text(text)
-    loaded = _configuration_result(configuration, summary, sampler, server.pid)
+    loaded = _configuration_result(configuration, summary, sampler, shape)
     return {
         "configuration": configuration.name,
+        "executor": shape.executor,
         "note": "measured while py-spy sampled the server (slows it); not the headline figures",
         "under_profiler": {
             key: loaded[key]
@@ -391,6 +481,7 @@ def _fmt(value: Any, digits: int = 1) -> str:
 def render_table(results: list[dict[str, Any]]) -> str:
     columns = (
         ("config", "", 7),
+        ("executor", "", 8),
         ("req/s", "", 7),
         ("TTFT p50", "ms", 9),
         ("TTFT p95", "ms", 9),
@@ -399,6 +490,8 @@ def render_table(results: list[dict[str, Any]]) -> str:
         ("srv CPU", "ms/req", 8),
         ("srv CPU", "% core", 8),
         ("peak RSS", "MiB", 9),
+        ("wrk CPU", "ms/req", 8),
+        ("wrk RSS", "MiB", 8),
         ("pg CPU", "ms/req", 7),
         ("pg conn", "per req", 8),
         ("pg xact", "per req", 8),
@@ -415,6 +508,7 @@ def render_table(results: list[dict[str, Any]]) -> str:
         database = result.get("postgres_per_request") or {}
         values = (
             result["name"],
+            result.get("executor", INLINE),
             _fmt(result["requests_per_second"]),
             _fmt(result["ttft"]["p50_ms"]),
             _fmt(result["ttft"]["p95_ms"]),
@@ -423,6 +517,8 @@ def render_table(results: list[dict[str, Any]]) -> str:
             _fmt(result["server_cpu_ms_per_request"], 2),
             _fmt(result["server_cpu_percent_of_core"]),
             _fmt(result["server_peak_rss_mib"]),
+            _fmt(result.get("worker_cpu_ms_per_request"), 2),
+            _fmt(result.get("worker_peak_rss_mib")),
             _fmt(result["postgres_cpu_ms_per_request"], 2),
             _fmt(database.get("sessions"), 2),
             _fmt(database.get("transactions"), 2),
@@ -439,6 +535,10 @@ def render_table(results: list[dict[str, Any]]) -> str:
     lines.append(
         f"TypeScript runtime 1.10.6: {TYPESCRIPT_REFERENCE['cpu_ms_per_request']} ms CPU/request, "
         f"{TYPESCRIPT_REFERENCE['rss_mib']} MiB RSS."
+    )
+    lines.append(
+        "srv = daphne; wrk = the Celery worker's process tree (CPU over the window, peak RSS as "
+        "the sum of each process's VmHWM)."
     )
     lines.append(
         "'others': CPU used by processes outside the benchmark during the window (of 200% on "
@@ -468,6 +568,26 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--profile-duration", type=float, default=None, help="seconds (default: --duration)"
+    )
+    parser.add_argument(
+        "--executors",
+        default=",".join(EXECUTORS),
+        help="comma-separated, from inline, celery (default both, in that order)",
+    )
+    parser.add_argument(
+        "--worker-concurrency",
+        type=int,
+        default=DEFAULT_WORKER_CONCURRENCY,
+        help=f"the Celery worker's -c (default {DEFAULT_WORKER_CONCURRENCY})",
+    )
+    parser.add_argument(
+        "--worker-pool", default="prefork", help="the Celery worker's -P (default prefork)"
+    )
+    parser.add_argument(
+        "--profile-executor",
+        choices=EXECUTORS,
+        default=None,
+        help="whose daphne py-spy samples (default: the first of --executors)",
     )
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     parser.add_argument("--keep-logs", action="store_true", help="print the log directory")
@@ -525,66 +645,141 @@ def _database(stack: contextlib.ExitStack) -> tuple[str, ThrowawayPostgres | Non
     return postgres.start(), postgres
 
 
+def _measure_shape(
+    shape: Shape,
+    *,
+    arguments: argparse.Namespace,
+    configurations: list[Configuration],
+    postgres_pid: int | None,
+    fake: Managed,
+    database_url: str,
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Every configuration against one shape, and its profile when asked for."""
+    print(
+        f"==> {shape.executor}: daphne pid {shape.server.pid} on "
+        f"{shape.target.host}:{shape.target.port}"
+        + (f", celery worker pid {shape.worker.pid}" if shape.worker else ""),
+        file=sys.stderr,
+    )
+    try:
+        asyncio.run(_check_server_answers(shape.target))
+    except BenchmarkError as error:
+        tails = "\n".join(managed.output_tail() for managed in shape.processes)
+        raise BenchmarkError(f"{shape.executor}: {error}\n{tails}") from error
+
+    results = []
+    for configuration in configurations:
+        print(
+            f"==> {shape.executor} {configuration.name}: {configuration.concurrency} client(s) x "
+            f"{configuration.tokens} tokens, {arguments.warmup:g} s warm-up + "
+            f"{arguments.duration:g} s",
+            file=sys.stderr,
+        )
+        results.append(
+            measure(
+                configuration,
+                shape=shape,
+                warmup_seconds=arguments.warmup,
+                duration_seconds=arguments.duration,
+                postgres_pid=postgres_pid,
+                fake=fake,
+                database_url=database_url,
+            )
+        )
+        _check_alive(*shape.processes, fake)
+
+    profile = None
+    if arguments.profile and arguments.profile_executor == shape.executor:
+        print(f"==> profiling {arguments.profile_config} with py-spy", file=sys.stderr)
+        arguments.output.parent.mkdir(parents=True, exist_ok=True)
+        profile = profile_server(
+            shape=shape,
+            warmup_seconds=arguments.warmup,
+            duration_seconds=arguments.profile_duration or arguments.duration,
+            postgres_pid=postgres_pid,
+            fake=fake,
+            database_url=database_url,
+            output_dir=arguments.output.parent,
+            configuration=CONFIGURATIONS[arguments.profile_config],
+        )
+    _check_alive(*shape.processes, fake)
+    return results, profile
+
+
+def _shape_settings(shape: Shape) -> dict[str, Any]:
+    settings: dict[str, Any] = {
+        "server": "daphne copilot_runtime.asgi:application (1 process)",
+        "server_environment": _reported_environment(shape.env),
+    }
+    if shape.executor == CELERY and shape.worker_options is not None:
+        settings.update(
+            {
+                "worker": (
+                    "celery -A copilot_runtime worker -l warning "
+                    f"-P {shape.worker_options.pool} -c {shape.worker_options.concurrency} "
+                    "--without-mingle --without-gossip (1 worker)"
+                ),
+                "worker_concurrency": shape.worker_options.concurrency,
+                "worker_pool": shape.worker_options.pool,
+                "broker_and_channel_layer": "throwaway redis-server (no persistence)",
+            }
+        )
+    else:
+        settings["channel_layer"] = "in-memory (no REDIS_URL)"
+    return settings
+
+
 def run(arguments: argparse.Namespace) -> dict[str, Any]:
     configurations = _configurations(arguments.configs)
+    try:
+        executors = parse_executors(arguments.executors)
+    except ValueError as error:
+        raise BenchmarkError(str(error)) from None
+    if arguments.worker_concurrency < 1:
+        raise BenchmarkError("--worker-concurrency must be at least 1")
+    if arguments.profile_executor is None:
+        arguments.profile_executor = executors[0]
+    if arguments.profile and arguments.profile_executor not in executors:
+        raise BenchmarkError(f"--profile-executor {arguments.profile_executor} is not being run")
+    worker_options = WorkerOptions(
+        concurrency=arguments.worker_concurrency, pool=arguments.worker_pool
+    )
     logs = LogDirectory(path=new_log_dir(), keep=True)  # kept unless the run goes well
+    results: list[dict[str, Any]] = []
+    profile = None
+    shapes: dict[str, dict[str, Any]] = {}
     with contextlib.ExitStack() as stack:
         stack.callback(logs.close)
         database_url, postgres = _database(stack)
         fake, fake_port = start_fake_upstream(env=dict(os.environ), log_dir=logs.path)
         stack.callback(fake.stop)
-        env = server_environment(database_url=database_url, fake_port=fake_port)
+        base_env = server_environment(database_url=database_url, fake_port=fake_port)
         print("==> manage.py migrate", file=sys.stderr)
-        run_migrate(env=env, log_dir=logs.path)
-        port = free_port()
-        server = start_daphne(port=port, env=env, log_dir=logs.path)
-        stack.callback(server.stop)
-        target = Target(host="127.0.0.1", port=port)
-        print(f"==> daphne pid {server.pid} on 127.0.0.1:{port}", file=sys.stderr)
-        try:
-            asyncio.run(_check_server_answers(target))
-        except BenchmarkError as error:
-            raise BenchmarkError(f"{error}\n{server.output_tail()}") from error
+        run_migrate(env=base_env, log_dir=logs.path)
         postgres_pid = postgres.postmaster_pid() if postgres is not None else None
 
-        results = []
-        for configuration in configurations:
-            print(
-                f"==> {configuration.name}: {configuration.concurrency} client(s) x "
-                f"{configuration.tokens} tokens, {arguments.warmup:g} s warm-up + "
-                f"{arguments.duration:g} s",
-                file=sys.stderr,
-            )
-            results.append(
-                measure(
-                    configuration,
-                    target=target,
-                    warmup_seconds=arguments.warmup,
-                    duration_seconds=arguments.duration,
-                    server=server,
+        for executor in executors:
+            # Each shape's processes are stopped before the next one starts (and on failure).
+            with contextlib.ExitStack() as shape_stack:
+                print(f"==> starting the {executor} shape", file=sys.stderr)
+                shape = start_shape(
+                    executor,
+                    base_env=base_env,
+                    log_dir=logs.path / executor,
+                    stack=shape_stack,
+                    worker_options=worker_options,
+                )
+                shape_results, shape_profile = _measure_shape(
+                    shape,
+                    arguments=arguments,
+                    configurations=configurations,
                     postgres_pid=postgres_pid,
                     fake=fake,
                     database_url=database_url,
                 )
-            )
-            _check_alive(server, fake)
-
-        profile = None
-        if arguments.profile:
-            print(f"==> profiling {arguments.profile_config} with py-spy", file=sys.stderr)
-            arguments.output.parent.mkdir(parents=True, exist_ok=True)
-            profile = profile_server(
-                target=target,
-                warmup_seconds=arguments.warmup,
-                duration_seconds=arguments.profile_duration or arguments.duration,
-                server=server,
-                postgres_pid=postgres_pid,
-                fake=fake,
-                database_url=database_url,
-                output_dir=arguments.output.parent,
-                configuration=CONFIGURATIONS[arguments.profile_config],
-            )
-        _check_alive(server, fake)
+                results.extend(shape_results)
+                profile = shape_profile or profile
+                shapes[executor] = _shape_settings(shape)
         logs.keep = arguments.keep_logs or any(result["failed"] for result in results)
 
     return {
@@ -594,10 +789,12 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
             "warmup_seconds": arguments.warmup,
             "duration_seconds": arguments.duration,
             "database": "throwaway PostgreSQL (fsync off)" if postgres else "DATABASE_URL",
-            "server": "daphne copilot_runtime.asgi:application (1 process)",
-            "server_environment": _reported_environment(env),
+            "executors": shapes,
+            # The first shape's, as before the celery shape existed.
+            **next(iter(shapes.values()), {}),
         },
         "configurations": results,
+        "inline_vs_celery": comparison.side_by_side(results),
         "typescript_reference": TYPESCRIPT_REFERENCE,
         "profile": profile,
     }
@@ -611,6 +808,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ERROR: {error}", file=sys.stderr)
         return 1
     print(render_table(report["configurations"]))
+    if report["inline_vs_celery"]["configurations"]:
+        print()
+        print(comparison.render(report["inline_vs_celery"]))
     if report["profile"] is not None:
         print()
         print((arguments.output.parent / report["profile"]["summary_text"]).read_text())

@@ -63,6 +63,8 @@ class LoadSummary:
     loadgen_cpu_ms_per_request: float | None
     loadgen_cpu_percent_of_core: float
     error_samples: list[str]
+    # Multipart content items per request: the tokens (inline), or coalesced deltas (celery).
+    content_items_per_request_mean: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

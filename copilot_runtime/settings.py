@@ -9,6 +9,7 @@ settings live in ``COPILOT_RUNTIME`` (see ``copilot_runtime/conf.py``), each ove
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import dj_database_url
@@ -32,6 +33,8 @@ def env_list(name: str, default: list[str]) -> list[str]:
 
 
 ENVIRONMENT = os.environ.get("ENVIRONMENT", "development").strip().lower()
+# A Celery worker process (``celery ... worker``): its database access differs, see below.
+CELERY_WORKER_PROCESS = "worker" in sys.argv and Path(sys.argv[0]).name.startswith("celery")
 PRODUCTION = ENVIRONMENT == "production"
 
 DEFAULT_SECRET_KEY = "insecure-development-key-change-me"
@@ -101,7 +104,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     options = DATABASES["default"].setdefault("OPTIONS", {})
     # An unreachable database must give callers a clear error quickly, not a hang.
     options.setdefault("connect_timeout", int(os.environ.get("DATABASE_CONNECT_TIMEOUT", "5")))
-    if env_bool("DATABASE_POOL", True):
+    # Celery's Django fix-up closes the whole pool around every task in a prefork worker, so a
+    # worker keeps one persistent connection on its run thread instead.
+    if CELERY_WORKER_PROCESS:
+        DATABASES["default"]["CONN_MAX_AGE"] = int(os.environ.get("WORKER_CONN_MAX_AGE", "300"))
+    elif env_bool("DATABASE_POOL", True):
         # Django runs each async request's ORM calls on a thread of its own, so without a pool
         # every request would open a new connection (~6 ms of connect and authentication).
         options["pool"] = {

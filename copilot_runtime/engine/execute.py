@@ -207,6 +207,7 @@ async def run_execute(
             emit=emit,
             request=request,
             adapter=adapter,
+            recorder_first_token_pending=lambda: recorder.first_token_pending,
         )
     )
     watchdog = _Watchdog(run_id, turn_task)
@@ -272,12 +273,24 @@ async def run_execute(
     return str(status)
 
 
-async def _turn(*, emit: Callable[[Event], None], request: TurnRequest, adapter: Any) -> None:
+async def _turn(
+    *,
+    emit: Callable[[Event], None],
+    request: TurnRequest,
+    adapter: Any,
+    recorder_first_token_pending: Callable[[], bool],
+) -> None:
     turn = ChatTurn(
         request=request,
         adapter=adapter,
         server_actions=server_actions_from_settings(),
         max_iterations=int(runtime_setting("MAX_ITERATIONS")),
     )
+    first_token_pending = False
     async for event in chat_turn_events(turn):
         emit(event)
+        if not first_token_pending and recorder_first_token_pending():
+            first_token_pending = True
+            # Let the flusher start writing the first token now: a fast model could otherwise
+            # stream the whole reply before the loop lets it run.
+            await asyncio.sleep(0)
