@@ -69,6 +69,7 @@ class RunAdmin(admin.ModelAdmin):
         "agent_name",
         "status",
         "error_code",
+        "limits_tripped",
         "model",
         "input_tokens",
         "output_tokens",
@@ -78,6 +79,14 @@ class RunAdmin(admin.ModelAdmin):
     search_fields = ("id", "thread__thread_id", "error_code")
     raw_id_fields = ("thread",)
     list_select_related = ("thread",)
+
+    @admin.display(description="Limits tripped")
+    def limits_tripped(self, run: Run) -> str:
+        """Loop limits and circuit breakers that tripped in the run, by kind and count."""
+        kinds: dict[str, int] = {}
+        for trip in run.limit_trips or []:
+            kinds[trip.get("kind", "?")] = kinds.get(trip.get("kind", "?"), 0) + 1
+        return ", ".join(f"{kind} x{count}" for kind, count in kinds.items()) or "—"
 
 
 @admin.register(RunEvent)

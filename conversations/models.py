@@ -154,6 +154,8 @@ class Run(models.Model):
     status = models.CharField(max_length=16, choices=RunStatus, default=RunStatus.PENDING)
     error_code = models.CharField(max_length=64, blank=True, default="")
     error_details = models.JSONField(null=True, blank=True)
+    # Loop limits and circuit breakers that tripped during the run (see engine/breakers.py).
+    limit_trips = models.JSONField(default=list, blank=True)
     model = models.CharField(max_length=255, blank=True, default="")
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)

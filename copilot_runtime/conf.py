@@ -32,6 +32,15 @@ DEFAULTS: dict[str, Any] = {
     "ACTIONS": [],
     # Cap on model calls in one turn's tool loop.
     "MAX_ITERATIONS": 10,
+    # Loop policy for every agent (see copilot_runtime/engine/loop_policy.py); agents may
+    # override it with their own "loop" dict.
+    "LOOP": {},
+    # Server actions the loop never runs before the client approved the call.
+    "APPROVAL_REQUIRED_ACTIONS": [],
+    # Circuit breakers: consecutive failures of one call (same arguments) before the model is
+    # told to stop; consecutive assistant turns of empty tool calls before the run ends.
+    "TOOL_FAILURE_LIMIT": 3,
+    "EMPTY_TOOL_CALL_LIMIT": 6,
     # ``inline`` (in-process asyncio task) or ``celery`` (needs a broker).
     "EXECUTOR": "inline",
     # A run on a worker is stopped after this long (Celery soft limit; hard limit + 30 s).

@@ -42,6 +42,7 @@ class RunOutcome:
     usage: Usage
     error_code: str = ""
     error_details: dict[str, Any] | None = None
+    limit_trips: list[dict[str, Any]] | None = None
 
 
 @dataclass(slots=True)
@@ -158,6 +159,7 @@ def run_record_progress(
             usage=outcome.usage,
             error_code=outcome.error_code,
             error_details=outcome.error_details,
+            limit_trips=outcome.limit_trips,
         )
 
 
@@ -169,9 +171,12 @@ def run_finish(
     usage: Usage,
     error_code: str = "",
     error_details: dict[str, Any] | None = None,
+    limit_trips: list[dict[str, Any]] | None = None,
 ) -> None:
     now = timezone.now()
+    extra: dict[str, Any] = {"limit_trips": limit_trips} if limit_trips else {}
     Run.objects.filter(pk=run_id).update(
+        **extra,
         status=status,
         error_code=error_code,
         error_details=error_details,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -38,6 +38,8 @@ class ServerAction:
     description: str
     parameters: dict[str, Any]
     handler: Callable[..., Any]
+    # Never executed by the loop until the client approved the call (see engine/approvals.py).
+    needs_approval: bool = False
 
     def tool_definition(self) -> dict[str, Any]:
         return {
@@ -61,6 +63,7 @@ def server_action(
     name: str | None = None,
     description: str | None = None,
     parameters: dict[str, Any] | None = None,
+    needs_approval: bool = False,
 ) -> Callable[[Callable[..., Any]], ServerAction]:
     """Declare a server action with an explicit name, description and JSON schema."""
 
@@ -70,6 +73,7 @@ def server_action(
             description=description or inspect.getdoc(function) or "",
             parameters=parameters or _schema_from_signature(function),
             handler=function,
+            needs_approval=needs_approval,
         )
 
     return wrap
@@ -112,6 +116,9 @@ def server_actions_from_settings() -> dict[str, ServerAction]:
             ) from exc
         action = action_from_object(target)
         actions[action.name] = action
+    for name in runtime_setting("APPROVAL_REQUIRED_ACTIONS") or []:
+        if name in actions:
+            actions[name] = replace(actions[name], needs_approval=True)
     return actions
 
 

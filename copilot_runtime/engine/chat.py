@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from copilot_runtime.adapters.base import (
     FinishChunk,
     ModelAdapter,
@@ -21,17 +23,33 @@ from copilot_runtime.adapters.base import (
     UpstreamError,
     UsageChunk,
 )
-from copilot_runtime.engine.actions import ServerAction, action_execute
+from copilot_runtime.engine.actions import ServerAction, action_execute, encode_error
+from copilot_runtime.engine.approvals import (
+    AwaitingDecision,
+    decisions_to_apply,
+    rejected_result,
+)
+from copilot_runtime.engine.breakers import (
+    EMPTY_TOOL_CALLS_CODE,
+    EMPTY_TOOL_CALLS_MESSAGE,
+    EmptyCallsBreaker,
+    ToolBreaker,
+    stop_message,
+)
+from copilot_runtime.engine.loop_policy import LoopPolicy, LoopTurn, open_todos
 from copilot_runtime.engine.model_messages import model_messages, offered_tools
 from copilot_runtime.engine.request import TurnRequest
+from copilot_runtime.engine.todos import UPDATE_TODOS_NAME
 from copilot_runtime.events import (
     ActionArgs,
     ActionEnd,
     ActionResult,
     ActionStart,
+    AgentStateSnapshot,
     Event,
     GenerationEnd,
     GenerationStart,
+    LimitTrip,
     RunError,
     TextDelta,
     TextEnd,
@@ -65,19 +83,37 @@ def _tool_choice(request: TurnRequest) -> str | dict[str, Any] | None:
 
 @dataclass
 class ChatTurn:
-    """One turn of the chat engine; iterate ``events()``."""
+    """One turn of the chat engine; iterate ``events()``.
+
+    After each model call the loop checks, in order: a call waiting for approval (stop and
+    return it to the client), the iteration cap (fail the run), and, when the model answered in
+    text, the policy's ``should_continue`` (append its next message and go on).
+    """
 
     request: TurnRequest
     adapter: ModelAdapter
     server_actions: dict[str, ServerAction]
     max_iterations: int
+    policy: LoopPolicy | None = None
+    tool_breaker: ToolBreaker = field(default_factory=ToolBreaker)
+    empty_calls_breaker: EmptyCallsBreaker = field(default_factory=EmptyCallsBreaker)
 
     async def events(self) -> AsyncIterator[Event]:
+        policy = self.policy or LoopPolicy(max_iterations=self.max_iterations)
+        actions = {**self.server_actions, **policy.extra_actions}
+        state = dict(self.request.state)
         conversation = model_messages(self.request.messages, self.request.context)
-        tools = offered_tools(self.request.actions, self.server_actions)
+        tools = offered_tools(self.request.actions, actions)
         forwarded = self.request.forwarded
         model = forwarded.model or self.adapter.default_model
-        for _iteration in range(self.max_iterations):
+
+        for awaiting in decisions_to_apply(conversation, actions):
+            async for event in self._apply_decision(awaiting, conversation):
+                yield event
+
+        iteration = 0
+        while True:
+            iteration += 1
             model_request = ModelRequest(
                 messages=conversation,
                 tools=tools,
@@ -91,49 +127,128 @@ class ChatTurn:
             text_parts: list[str] = []
             async for event in self._generation(model_request, model, calls, text_parts):
                 yield event
-            if not calls:
+
+            if self.empty_calls_breaker.observe([call.arguments_text for call in calls]):
+                count = self.empty_calls_breaker.consecutive
+                message = EMPTY_TOOL_CALLS_MESSAGE.format(count=count)
+                yield LimitTrip(
+                    kind=EMPTY_TOOL_CALLS_CODE, message=message, details={"count": count}
+                )
+                yield RunError(
+                    message=message, code=EMPTY_TOOL_CALLS_CODE, details={"count": count}
+                )
                 return
 
-            assistant: dict[str, Any] = {
-                "role": "assistant",
-                "content": "".join(text_parts) or None,
-                "tool_calls": [
-                    {
-                        "id": call.id,
-                        "type": "function",
-                        "function": {"name": call.name, "arguments": call.arguments_text},
-                    }
-                    for call in calls
-                ],
-            }
-            conversation = [*conversation, assistant]
-            frontend_pending = False
+            if not calls:
+                # The model answered in text: the cap, then the policy, decide whether to go on.
+                if iteration >= policy.max_iterations or policy.should_continue is None:
+                    return
+                turn = LoopTurn(
+                    iteration=iteration,
+                    agent_name=self.request.agent_name,
+                    thread_id=self.request.thread_id or "",
+                    last_text="".join(text_parts),
+                    messages=conversation,
+                    state=state,
+                )
+                if not await policy.check_continue(turn):
+                    return
+                nudge = await policy.build_next_message(turn)
+                async for event in _injected_message(nudge, policy.next_message_role):
+                    yield event
+                conversation = [
+                    *conversation,
+                    {"role": "assistant", "content": "".join(text_parts)},
+                    {"role": policy.next_message_role, "content": nudge},
+                ]
+                continue
+
+            conversation = [*conversation, _assistant_message(text_parts, calls)]
+            returned_to_client = False
             for call in calls:
-                action = self.server_actions.get(call.name)
-                if action is None:
-                    frontend_pending = True
+                action = actions.get(call.name)
+                if action is None or action.needs_approval:
+                    # A frontend action, or one the user must approve first: the client gets
+                    # the call and answers in its next request.
+                    returned_to_client = True
                     continue
-                outcome = await action_execute(action=action, raw_arguments=call.arguments_text)
-                yield ActionResult(
-                    action_execution_id=call.id,
-                    action_name=call.name,
-                    result=outcome.result,
-                    is_error=outcome.is_error,
-                )
-                conversation.append(
-                    {"role": "tool", "tool_call_id": call.id, "content": outcome.result}
-                )
-            if frontend_pending:
-                # The client runs its own actions and continues with a follow-up request.
+                async for event in self._execute(action, call, conversation, state):
+                    yield event
+            if returned_to_client:
                 return
-        yield RunError(
-            message=(
-                f"The turn stopped after {self.max_iterations} model calls "
-                "(MAX_ITERATIONS): the model kept calling server actions."
-            ),
-            code=MAX_ITERATIONS_CODE,
-            details={"maxIterations": self.max_iterations},
+            if iteration >= policy.max_iterations:
+                message = (
+                    f"The turn stopped after {policy.max_iterations} model calls "
+                    "(max_iterations): the model kept calling server actions."
+                )
+                details = {"maxIterations": policy.max_iterations}
+                yield LimitTrip(kind="max_iterations", message=message, details=details)
+                yield RunError(message=message, code=MAX_ITERATIONS_CODE, details=details)
+                return
+
+    async def _execute(
+        self,
+        action: ServerAction,
+        call: _PendingCall,
+        conversation: list[dict[str, Any]],
+        state: dict[str, Any],
+    ) -> AsyncIterator[Event]:
+        """Run one server action (through the tool-level breaker) and feed its result back."""
+        arguments = call.arguments_text
+        count = self.tool_breaker.tripped(call.name, arguments)
+        if count:
+            result, is_error = stop_message(call.name, count), True
+            yield LimitTrip(
+                kind="tool_circuit_breaker",
+                message=f"'{call.name}' was not executed after {count} identical failures.",
+                details={"action": call.name, "count": count},
+            )
+        elif action.name == UPDATE_TODOS_NAME:
+            result, is_error = self._update_todos(arguments, state)
+            if not is_error:
+                yield AgentStateSnapshot(
+                    thread_id=self.request.thread_id or "",
+                    agent_name=self.request.agent_name,
+                    state=dict(state),
+                )
+        else:
+            outcome = await action_execute(action=action, raw_arguments=arguments)
+            result, is_error = outcome.result, outcome.is_error
+            self.tool_breaker.record(call.name, arguments, failed=is_error)
+        yield ActionResult(
+            action_execution_id=call.id, action_name=call.name, result=result, is_error=is_error
         )
+        conversation.append({"role": "tool", "tool_call_id": call.id, "content": result})
+
+    @staticmethod
+    def _update_todos(arguments: str, state: dict[str, Any]) -> tuple[str, bool]:
+        try:
+            todos = orjson.loads(arguments or "{}").get("todos")
+        except (orjson.JSONDecodeError, AttributeError):
+            todos = None
+        if not isinstance(todos, list):
+            return encode_error("INVALID_ARGUMENTS", "todos must be a list of items"), True
+        state["todos"] = todos
+        return f"Todo list saved: {len(open_todos(state))} open item(s).", False
+
+    async def _apply_decision(
+        self, awaiting: AwaitingDecision, conversation: list[dict[str, Any]]
+    ) -> AsyncIterator[Event]:
+        """The client answered a call waiting for approval: run it, or record the refusal."""
+        if awaiting.decision.approved:
+            outcome = await action_execute(action=awaiting.action, raw_arguments=awaiting.arguments)
+            result, is_error = outcome.result, outcome.is_error
+        else:
+            result, is_error = rejected_result(awaiting.action.name, awaiting.decision), False
+        yield ActionResult(
+            action_execution_id=awaiting.call_id,
+            action_name=awaiting.action.name,
+            result=result,
+            is_error=is_error,
+        )
+        for message in conversation:
+            if message.get("role") == "tool" and message.get("tool_call_id") == awaiting.call_id:
+                message["content"] = result
 
     async def _generation(
         self,
@@ -221,3 +336,26 @@ async def chat_turn_events(turn: ChatTurn) -> AsyncIterator[Event]:
             yield event
     except _TurnFailed:
         return
+
+
+def _assistant_message(text_parts: list[str], calls: list[_PendingCall]) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": "".join(text_parts) or None,
+        "tool_calls": [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments_text},
+            }
+            for call in calls
+        ],
+    }
+
+
+async def _injected_message(text: str, role: str) -> AsyncIterator[Event]:
+    """The loop's next message, streamed like any message so it is stored and shown."""
+    message_id = new_message_id()
+    yield TextStart(message_id=message_id, role=role)
+    yield TextDelta(message_id=message_id, delta=text)
+    yield TextEnd(message_id=message_id)

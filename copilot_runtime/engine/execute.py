@@ -28,8 +28,10 @@ from conversations.services.runs import (
 from copilot_runtime.adapters import adapter_from_settings
 from copilot_runtime.conf import runtime_setting
 from copilot_runtime.engine.actions import server_actions_from_settings
+from copilot_runtime.engine.breakers import EmptyCallsBreaker, ToolBreaker
 from copilot_runtime.engine.chat import ChatTurn, chat_turn_events
 from copilot_runtime.engine.hooks import RequestHookContext, call_after_request
+from copilot_runtime.engine.loop_policy import loop_policy_for
 from copilot_runtime.engine.recorder import CANCELLED_REASON, STREAM_ERROR_REASON, RunRecorder
 from copilot_runtime.engine.relay import CANCEL_MESSAGE, announce_batch, run_control_group
 from copilot_runtime.engine.request import TurnRequest
@@ -258,6 +260,7 @@ async def run_execute(
                 error.code if error else ("CANCELLED" if status == RunStatus.CANCELLED else "")
             ),
             error_details=({"message": error.message, **error.details} if error else None),
+            limit_trips=recorder.limit_trips,
         )
     )
     await call_after_request(
@@ -280,11 +283,17 @@ async def _turn(
     adapter: Any,
     recorder_first_token_pending: Callable[[], bool],
 ) -> None:
+    policy = loop_policy_for(request.agent_name)
     turn = ChatTurn(
         request=request,
         adapter=adapter,
         server_actions=server_actions_from_settings(),
-        max_iterations=int(runtime_setting("MAX_ITERATIONS")),
+        max_iterations=policy.max_iterations,
+        policy=policy,
+        tool_breaker=ToolBreaker(threshold=int(runtime_setting("TOOL_FAILURE_LIMIT"))),
+        empty_calls_breaker=EmptyCallsBreaker(
+            threshold=int(runtime_setting("EMPTY_TOOL_CALL_LIMIT"))
+        ),
     )
     first_token_pending = False
     async for event in chat_turn_events(turn):

@@ -24,7 +24,7 @@ def model_messages(
     """OpenAI chat messages for the thread: tool calls folded into their assistant message.
 
     Tool results without a matching tool call are dropped (the model API rejects them), and a
-    repeated result for the same call is kept once, as the TypeScript adapter does.
+    repeated result for the same call is sent once, with the latest content.
     """
     out: list[dict[str, Any]] = []
     context_message = _context_message(context)
@@ -33,7 +33,7 @@ def model_messages(
 
     calls_by_parent: dict[str, dict[str, Any]] = {}
     known_calls: set[str] = set()
-    answered: set[str] = set()
+    answered: dict[str, dict[str, Any]] = {}
     for message in messages:
         if message.kind == "text":
             entry: dict[str, Any] = {"role": message.role or "user", "content": message.content}
@@ -69,19 +69,17 @@ def model_messages(
                     calls_by_parent[message.parent_message_id] = parent
             parent.setdefault("tool_calls", []).append(call)
         elif message.kind == "result":
-            if (
-                message.action_execution_id not in known_calls
-                or message.action_execution_id in answered
-            ):
+            call_id = message.action_execution_id
+            if call_id not in known_calls:
                 continue
-            answered.add(message.action_execution_id)
-            out.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": message.action_execution_id,
-                    "content": message.result,
-                }
-            )
+            if call_id in answered:
+                # A later result for the same call wins: after an approval, the action's own
+                # result follows the client's decision.
+                answered[call_id]["content"] = message.result
+                continue
+            entry = {"role": "tool", "tool_call_id": call_id, "content": message.result}
+            answered[call_id] = entry
+            out.append(entry)
         elif message.kind == "image":
             out.append(
                 {

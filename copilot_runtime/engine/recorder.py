@@ -25,6 +25,7 @@ from copilot_runtime.events import (
     Event,
     GenerationEnd,
     GenerationStart,
+    LimitTrip,
     RunError,
     TextDelta,
     TextEnd,
@@ -69,6 +70,7 @@ class RunRecorder:
     usage: Usage = field(default_factory=Usage)
     model: str = ""
     error: RunError | None = None
+    limit_trips: list[dict[str, Any]] = field(default_factory=list)
     first_token_at: dt.datetime | None = None
     output: list[OutputMessage] = field(default_factory=list)
     _pending: list[_PendingEntry] = field(default_factory=list)
@@ -144,6 +146,8 @@ class RunRecorder:
             self.usage.reasoning_tokens += event.reasoning_tokens
         elif kind is RunError:
             self.error = event
+        elif kind is LimitTrip:
+            self.limit_trips.append(event.to_payload())
 
     def _log(self, event: Event) -> None:
         event_type = event.type

@@ -68,6 +68,9 @@ class TurnRequest:
     properties: dict[str, Any] = field(default_factory=dict)
     frontend_url: str | None = None
     cloud: dict[str, Any] | None = None
+    # The agent's state when the turn starts: the latest persisted snapshot, overridden by
+    # the state the client sent for this agent.
+    state: dict[str, Any] = field(default_factory=dict)
 
 
 def _parse_datetime(raw: Any) -> dt.datetime | None:

@@ -11,13 +11,16 @@ import dataclasses
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+import orjson
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
 
 from agents.registry import agent_get
-from conversations.models import RunStatus
+from conversations.models import RunStatus, Thread
+from conversations.selectors import agent_state_latest
 from conversations.services.messages import messages_sync_input
 from conversations.services.runs import Usage, check_thread_not_busy, run_create, run_finish
 from conversations.services.threads import thread_get_or_create_for_turn
@@ -64,6 +67,21 @@ def check_agent_runnable(*, agent_name: str) -> None:
         )
 
 
+def agent_state_for_turn(*, thread: Thread, request: TurnRequest) -> dict[str, Any]:
+    """The agent's state at the start of the turn: the latest persisted snapshot, unless the
+    client sent the agent's state itself (its view wins, as in CopilotKit)."""
+    for entry in request.agent_states:
+        if entry.get("agentName") == request.agent_name and entry.get("state"):
+            try:
+                sent = orjson.loads(entry["state"])
+            except orjson.JSONDecodeError:
+                break
+            if isinstance(sent, dict) and sent:
+                return sent
+    latest = agent_state_latest(thread=thread, agent_name=request.agent_name)
+    return dict(latest.state) if latest is not None else {}
+
+
 @transaction.atomic
 def turn_prepare(
     *, user: AbstractBaseUser | AnonymousUser, request: TurnRequest, protocol: str
@@ -83,6 +101,7 @@ def turn_prepare(
         previous_run_id=request.previous_run_id,
     )
     messages_sync_input(thread=thread, messages=request.messages, run=run)
+    request.state = agent_state_for_turn(thread=thread, request=request)
     if executor_kind() == CELERY:
         run.request_payload = turn_request_to_payload(request)
         run.save(update_fields=["request_payload"])

@@ -115,6 +115,16 @@ class GenerationEnd(Event):
 
 
 @dataclass(slots=True)
+class LimitTrip(Event):
+    """A loop limit or circuit breaker tripped (recorded on the run, visible in the admin)."""
+
+    type: ClassVar[str] = "limit_trip"
+    kind: str  # max_iterations, tool_circuit_breaker, circuit_breaker_empty_tool_calls
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
 class RunError(Event):
     type: ClassVar[str] = "run_error"
     message: str
@@ -142,6 +152,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         MetaEvent,
         GenerationStart,
         GenerationEnd,
+        LimitTrip,
         RunError,
         RunFinished,
     )

@@ -244,3 +244,23 @@ def test_editing_a_token_in_the_admin_keeps_its_secret(admin_client: Client, use
     token.refresh_from_db()
     assert token.name == "new name"
     assert token.token_hash == token_hash(raw)
+
+
+def test_the_run_list_shows_tripped_limits(admin_client: Client) -> None:
+    thread = Thread.objects.create(thread_id="trips-thread")
+    Run.objects.create(
+        id="run-trips",
+        thread=thread,
+        status="failed",
+        error_code="circuit_breaker_empty_tool_calls",
+        limit_trips=[
+            {"kind": "tool_circuit_breaker", "message": "m", "details": {}},
+            {"kind": "tool_circuit_breaker", "message": "m", "details": {}},
+            {"kind": "circuit_breaker_empty_tool_calls", "message": "m", "details": {}},
+        ],
+    )
+    response = admin_client.get("/admin/conversations/run/")
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "tool_circuit_breaker x2" in body
+    assert "circuit_breaker_empty_tool_calls x1" in body

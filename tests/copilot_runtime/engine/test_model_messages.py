@@ -49,7 +49,7 @@ def test_tool_calls_fold_into_their_assistant_message() -> None:
     assert out[2] == {"role": "tool", "tool_call_id": "c1", "content": "ok"}
 
 
-def test_results_without_a_call_are_dropped_and_duplicates_kept_once() -> None:
+def test_results_without_a_call_are_dropped_and_a_repeated_result_is_sent_once() -> None:
     out = model_messages(
         [
             _text("u", "user", "hi"),
@@ -61,7 +61,8 @@ def test_results_without_a_call_are_dropped_and_duplicates_kept_once() -> None:
         [],
     )
     tool_messages = [m for m in out if m["role"] == "tool"]
-    assert tool_messages == [{"role": "tool", "tool_call_id": "c1", "content": "first"}]
+    # Once, with the latest content (an approved action's result follows the decision).
+    assert tool_messages == [{"role": "tool", "tool_call_id": "c1", "content": "again"}]
 
 
 def test_calls_without_results_are_not_sent() -> None:
