@@ -84,7 +84,11 @@ def agent_state_for_turn(*, thread: Thread, request: TurnRequest) -> dict[str, A
 
 @transaction.atomic
 def turn_prepare(
-    *, user: AbstractBaseUser | AnonymousUser, request: TurnRequest, protocol: str
+    *,
+    user: AbstractBaseUser | AnonymousUser,
+    request: TurnRequest,
+    protocol: str,
+    run_id: str | None = None,
 ) -> PreparedTurn:
     """Record the thread, the client's messages and a pending run, in one transaction."""
     check_agent_runnable(agent_name=request.agent_name)
@@ -99,6 +103,7 @@ def turn_prepare(
         protocol=protocol,
         request_type=request.request_type,
         previous_run_id=request.previous_run_id,
+        run_id=run_id,
     )
     messages_sync_input(thread=thread, messages=request.messages, run=run)
     request.state = agent_state_for_turn(thread=thread, request=request)
@@ -110,10 +115,19 @@ def turn_prepare(
 
 
 async def turn_start(
-    *, user: AbstractBaseUser | AnonymousUser, request: TurnRequest, protocol: str
+    *,
+    user: AbstractBaseUser | AnonymousUser,
+    request: TurnRequest,
+    protocol: str,
+    run_id: str | None = None,
 ) -> StartedTurn:
-    """Prepare the run and hand it to the executor; its events arrive on ``events``."""
-    prepared = await sync_to_async(turn_prepare)(user=user, request=request, protocol=protocol)
+    """Prepare the run and hand it to the executor; its events arrive on ``events``.
+
+    ``run_id`` is the client's own run id (v2 clients mint them; the caller validates it).
+    """
+    prepared = await sync_to_async(turn_prepare)(
+        user=user, request=request, protocol=protocol, run_id=run_id
+    )
     try:
         await call_before_request(
             RequestHookContext(
