@@ -296,3 +296,22 @@ async def test_the_clients_decision_resumes_the_loop(
         assert "rejected" in result.result and "no" in result.result
     assert sent == {"role": "tool", "tool_call_id": "call-9", "content": result.result}
     assert _text(events) == "Thanks"
+
+
+async def test_failure_counters_never_leak_from_one_run_to_the_next(fake_upstream) -> None:
+    steps = [_call(True, "same")] * 2 + [{"text": "gave up"}]
+    for _ in range(2):
+        events = await _run(fake_upstream, _request(_fake({"steps": steps})), actions=[SOMETIMES])
+        assert not any(r.startswith("STOP:") for r in _results(events))
+    assert len(loop_actions.EXECUTIONS) == 4
+
+
+@override_settings(
+    COPILOT_RUNTIME={
+        "LOOP": {"max_iterations": 7},
+        "AGENTS": {"planner": {"kind": "python", "loop": {"max_iterations": 2}}},
+    }
+)
+def test_an_agents_own_loop_settings_override_the_global_ones() -> None:
+    assert loop_policy_for("planner").max_iterations == 2
+    assert loop_policy_for("default").max_iterations == 7
