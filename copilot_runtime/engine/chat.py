@@ -178,8 +178,9 @@ class ChatTurn:
                 return
             if iteration >= policy.max_iterations:
                 message = (
-                    f"The turn stopped after {policy.max_iterations} model calls "
-                    "(max_iterations): the model kept calling server actions."
+                    f"The turn stopped after {policy.max_iterations} model calls, its limit "
+                    "(max_iterations, the MAX_ITERATIONS setting): the model kept calling "
+                    "server actions."
                 )
                 details = {"maxIterations": policy.max_iterations}
                 yield LimitTrip(kind="max_iterations", message=message, details=details)
