@@ -147,19 +147,35 @@ def test_every_add_page_renders(admin_client: Client, data: AdminData) -> None:
         assert response.status_code == 200, row._meta.model_name
 
 
-def test_thread_change_page_shows_messages_and_the_latest_state(
+def test_thread_change_page_shows_the_latest_state_and_links_to_the_inspector(
     admin_client: Client, data: AdminData
 ) -> None:
     response = admin_client.get(admin_url(data.thread, "change", data.thread.pk))
 
     page = response.content.decode()
     assert response.status_code == 200
-    assert "Where should I eat in Lisbon?" in page
-    assert "An answer that was regenerated" in page
     assert "Latest agent state" in page
     assert "<th>city</th><td>Lisbon</td>" in page
     assert "<th>days</th><td>3</td>" in page
     assert "Porto" not in page
+    # The messages are read in the inspector (an inline of 5,000 rows would not load).
+    assert "Where should I eat in Lisbon?" not in page
+    inspect_url = reverse("admin:conversations_thread_inspect", args=[data.thread.pk])
+    assert f'href="{inspect_url}"' in page
+
+
+def test_the_inspector_shows_every_message_superseded_ones_marked(
+    admin_client: Client, data: AdminData
+) -> None:
+    response = admin_client.get(
+        reverse("admin:conversations_thread_inspect", args=[data.thread.pk])
+    )
+
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "Where should I eat in Lisbon?" in page
+    assert "An answer that was regenerated" in page
+    assert page.count(" ins-superseded") == 1
 
 
 def test_thread_change_page_without_state(admin_client: Client) -> None:

@@ -1,0 +1,46 @@
+"""Small text helpers for the inspector's templates (their output is escaped by the template)."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+
+def json_text(value: Any) -> str:
+    """Indented JSON for display; anything not JSON shown as its text."""
+    if value is None:
+        return ""
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def json_text_of_string(text: str) -> str:
+    """A tool result or argument string: indented when it is JSON, else as it is."""
+    try:
+        return json_text(json.loads(text))
+    except (TypeError, ValueError):
+        return text
+
+
+def cost_text(cost: Decimal | float | None) -> str:
+    if cost is None:
+        return "—"
+    value = Decimal(str(cost))
+    if value == 0:
+        return "$0"
+    if value < Decimal("0.01"):
+        return f"${value:.6f}"
+    return f"${value:.4f}"
+
+
+def duration_text(ms: float | None) -> str:
+    if ms is None:
+        return "—"
+    if ms >= 60_000:
+        return f"{ms / 60_000:.1f} min"
+    if ms >= 1000:
+        return f"{ms / 1000:.2f} s"
+    return f"{ms:.0f} ms"

@@ -1,0 +1,193 @@
+"""Threads in the admin: the changelist, and each thread's session inspector."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html, format_html_join
+from django.views.decorators.http import require_POST
+
+from conversations.admin.export import thread_export_chunks
+from conversations.admin.filters import ThreadErrorCodeFilter
+from conversations.admin.inspector import thread_page
+from conversations.admin.operations import thread_clear_interrupt, thread_has_pending_interrupt
+from conversations.models import Thread
+from conversations.selectors import agent_state_latest
+
+INSPECT_TEMPLATE = "admin/conversations/thread/inspect.html"
+
+
+def _can(request: HttpRequest, codename: str) -> bool:
+    return request.user.has_perm(f"conversations.{codename}")
+
+
+@admin.register(Thread)
+class ThreadAdmin(admin.ModelAdmin):
+    list_display = (
+        "thread_id",
+        "title",
+        "owner",
+        "agent_name",
+        "status",
+        "updated_at",
+        "inspect_link",
+    )
+    list_filter = (
+        "status",
+        "agent_name",
+        ThreadErrorCodeFilter,
+        "created_at",
+        "updated_at",
+        ("owner", admin.RelatedOnlyFieldListFilter),
+    )
+    search_fields = ("thread_id", "title", "owner__username", "messages__content")
+    readonly_fields = ("thread_id", "created_at", "updated_at", "latest_agent_state")
+    raw_id_fields = ("owner",)
+    list_select_related = ("owner",)
+    date_hierarchy = "created_at"
+    actions = ["clear_interrupts"]
+    change_form_template = "admin/conversations/thread/change_form.html"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Thread]:
+        return super().get_queryset(request).select_related("owner")
+
+    # --- the changelist ---------------------------------------------------------------------
+
+    @admin.display(description="Inspect")
+    def inspect_link(self, thread: Thread) -> str:
+        url = reverse("admin:conversations_thread_inspect", args=[thread.pk])
+        return format_html('<a href="{}">Inspect</a>', url)
+
+    @admin.display(description="Latest agent state")
+    def latest_agent_state(self, thread: Thread) -> str:
+        latest = agent_state_latest(thread=thread, agent_name=thread.agent_name)
+        if latest is None:
+            return "—"
+        rows = format_html_join(
+            "", "<tr><th>{}</th><td>{}</td></tr>", ((k, v) for k, v in latest.state.items())
+        )
+        return format_html("<table>{}</table>", rows) if latest.state else "{}"
+
+    @admin.action(description="Clear the pending interrupt of the selected threads")
+    def clear_interrupts(self, request: HttpRequest, queryset: QuerySet[Thread]) -> None:
+        if not self.has_change_permission(request):
+            raise PermissionDenied
+        cleared = sum(
+            thread_clear_interrupt(thread_pk=pk, cleared_by=request.user.get_username())
+            for pk in queryset.values_list("pk", flat=True)
+        )
+        self.message_user(request, f"Cleared the pending interrupt of {cleared} thread(s).")
+
+    # --- the inspector ----------------------------------------------------------------------
+
+    def get_urls(self) -> list[URLPattern]:
+        view = self.admin_site.admin_view
+        return [
+            path(
+                "<path:object_id>/inspect/",
+                view(self.inspect_view),
+                name="conversations_thread_inspect",
+            ),
+            path(
+                "<path:object_id>/export/",
+                view(self.export_view),
+                name="conversations_thread_export",
+            ),
+            path(
+                "<path:object_id>/clear-interrupt/",
+                view(require_POST(self.clear_interrupt_view)),
+                name="conversations_thread_clear_interrupt",
+            ),
+            *super().get_urls(),
+        ]
+
+    def _viewable_thread(self, request: HttpRequest, object_id: str) -> Thread:
+        thread = self.get_object(request, object_id)
+        if thread is None or not self.has_view_permission(request, thread):
+            # The same answer for a thread that does not exist and one that may not be seen.
+            raise PermissionDenied
+        return thread
+
+    def inspect_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        thread = self._viewable_thread(request, object_id)
+        show = {
+            "messages": _can(request, "view_message"),
+            "states": _can(request, "view_agentstate"),
+            "runs": _can(request, "view_run"),
+            "spans": _can(request, "view_span"),
+        }
+        data = thread_page(
+            thread=thread,
+            page=request.GET.get("page", 1),
+            query=request.GET.get("q", ""),
+            runs_page_number=request.GET.get("runs_page", 1),
+            run_id=request.GET.get("run") or None,
+            spans_page=request.GET.get("spans_page", 1),
+            show_messages=show["messages"],
+            show_runs=show["runs"],
+            show_spans=show["spans"],
+        )
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": f"Session {thread.thread_id}",
+            "subtitle": thread.title,
+            "thread": thread,
+            "page": data,
+            "show": show,
+            "can_change_thread": self.has_change_permission(request, thread),
+            "can_change_run": _can(request, "change_run"),
+            "has_pending_interrupt": thread_has_pending_interrupt(thread),
+            "query": request.GET.get("q", ""),
+            "selected_run_id": data.trace.run.run.pk if data.trace else "",
+        }
+        return TemplateResponse(request, INSPECT_TEMPLATE, context)
+
+    def export_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        thread = self._viewable_thread(request, object_id)
+        sections = [
+            section
+            for section, codename in (
+                ("messages", "view_message"),
+                ("agent_states", "view_agentstate"),
+                ("runs", "view_run"),
+                ("spans", "view_span"),
+            )
+            if _can(request, codename)
+        ]
+        response = StreamingHttpResponse(
+            thread_export_chunks(thread=thread, sections=sections),
+            content_type="application/json",
+        )
+        safe_name = "".join(c if c.isalnum() or c in "-_." else "_" for c in thread.thread_id)
+        response["Content-Disposition"] = f'attachment; filename="thread-{safe_name}.json"'
+        return response
+
+    def clear_interrupt_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        thread = self._viewable_thread(request, object_id)
+        if not self.has_change_permission(request, thread):
+            raise PermissionDenied
+        if thread_clear_interrupt(thread_pk=thread.pk, cleared_by=request.user.get_username()):
+            self.message_user(request, "The pending interrupt was cleared.")
+        else:
+            self.message_user(request, "This thread has no pending interrupt.", messages.WARNING)
+        return HttpResponseRedirect(reverse("admin:conversations_thread_inspect", args=[thread.pk]))
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        extra = {
+            **(extra_context or {}),
+            "inspect_url": reverse("admin:conversations_thread_inspect", args=[object_id]),
+        }
+        return super().change_view(request, object_id, form_url, extra)

@@ -1,0 +1,69 @@
+"""What a model call costs: token usage times the model's price (``ModelPrice`` in the admin).
+
+Input tokens include cached ones (the provider's ``prompt_tokens``, and OpenTelemetry's
+``gen_ai.usage.input_tokens``), so cached tokens are priced at the cached rate and only the
+rest at the input rate. Reasoning tokens are part of the output tokens and priced with them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+
+MILLION = Decimal(1_000_000)
+# Run.cost keeps ten decimal places: one token of a cheap model is a fraction of a micro-dollar.
+COST_QUANTUM = Decimal("1e-10")
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """USD per million tokens."""
+
+    input_per_million: Decimal
+    output_per_million: Decimal
+    # None: cached input costs the same as input.
+    cached_input_per_million: Decimal | None = None
+
+
+def usage_cost(
+    *, price: Price, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0
+) -> Decimal:
+    cached = max(0, min(cached_input_tokens, input_tokens))
+    cached_rate = (
+        price.cached_input_per_million
+        if price.cached_input_per_million is not None
+        else price.input_per_million
+    )
+    total = (
+        (input_tokens - cached) * price.input_per_million
+        + cached * cached_rate
+        + output_tokens * price.output_per_million
+    )
+    return (total / MILLION).quantize(COST_QUANTUM)
+
+
+def price_for_model(model: str, prices: Mapping[str, Price]) -> Price | None:
+    """The price of ``model``: its own row, else the longest priced name it starts with
+    (a provider's dated snapshot, ``gpt-4o-mini-2024-07-18``, is priced as ``gpt-4o-mini``)."""
+    if not model:
+        return None
+    exact = prices.get(model)
+    if exact is not None:
+        return exact
+    prefixes = [name for name in prices if name and model.startswith(name)]
+    return prices[max(prefixes, key=len)] if prefixes else None
+
+
+def prices_load() -> dict[str, Price]:
+    """Every price in the table (a handful of rows), by model name."""
+    from copilot_runtime.models import ModelPrice
+
+    return {
+        row.model: Price(
+            input_per_million=row.input_per_million,
+            output_per_million=row.output_per_million,
+            cached_input_per_million=row.cached_input_per_million,
+        )
+        for row in ModelPrice.objects.all()
+    }

@@ -1,0 +1,159 @@
+"""The tracer of one run: observes its events, and stores (and exports) its spans at the end.
+
+Best effort by construction: ``observe`` and ``finish`` never raise. A failure is logged once
+and switches the tracer off for the rest of the run, so tracing can never break a response.
+``observe`` only touches memory (it is called once per token); everything is written in one
+transaction when the run has ended.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from copilot_runtime.conf import runtime_setting
+from copilot_runtime.tracing.deriver import RunSpanSpec, SpanDeriver
+from copilot_runtime.tracing.exporter import TraceExport, otlp_export_from_environment
+from copilot_runtime.tracing.records import SpanBook, SpanRecord, trace_id_for_run
+from copilot_runtime.tracing.signals import KIND_AGENT, KIND_RUN
+from copilot_runtime.tracing.store import trace_store
+
+logger = logging.getLogger(__name__)
+
+CHAT_AGENT = "default"
+# With content capture on, the run span keeps this many of the request's last messages.
+INPUT_MESSAGES_KEPT = 20
+
+
+class RunTracer:
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        spec: RunSpanSpec,
+        capture_content: bool = False,
+        persist_spans: bool = True,
+        export: TraceExport | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.run_id = run_id
+        self.trace_id = trace_id_for_run(run_id)
+        self.cost: Decimal | None = None
+        self._persist_spans = persist_spans
+        self._export = export
+        self._clock = clock
+        self._book = SpanBook()
+        self._failed = False
+        self._finished = False
+        self._deriver = SpanDeriver(spec, capture_content=capture_content)
+        self._book.apply(self._deriver.start(clock()))
+
+    @classmethod
+    def for_run(
+        cls, *, run_id: str, thread_id: str, request: Any, model: str, provider: str = ""
+    ) -> RunTracer:
+        """The tracer of a run executing ``request`` (a ``TurnRequest``), from the settings;
+        a tracer that does nothing if even that fails."""
+        try:
+            return cls._for_run(
+                run_id=run_id, thread_id=thread_id, request=request, model=model, provider=provider
+            )
+        except Exception:
+            tracer = cls(run_id=run_id, spec=RunSpanSpec(run_id, thread_id, CHAT_AGENT))
+            tracer._fail("starting")
+            return tracer
+
+    @classmethod
+    def _for_run(
+        cls, *, run_id: str, thread_id: str, request: Any, model: str, provider: str
+    ) -> RunTracer:
+        capture = bool(runtime_setting("TRACE_CONTENT"))
+        agent_name = str(getattr(request, "agent_name", "") or CHAT_AGENT)
+        spec = RunSpanSpec(
+            run_id=run_id,
+            thread_id=thread_id,
+            agent_name=agent_name,
+            model=model,
+            provider=provider,
+            kind=KIND_RUN if agent_name == CHAT_AGENT else KIND_AGENT,
+            input=_request_input(request) if capture else None,
+        )
+        return cls(
+            run_id=run_id,
+            spec=spec,
+            capture_content=capture,
+            persist_spans=bool(runtime_setting("TRACING")),
+            export=otlp_export_from_environment(),
+        )
+
+    def observe(self, event: Any) -> None:
+        if self._failed:
+            return
+        try:
+            signals = self._deriver.observe(event, self._clock())
+            if signals:
+                self._book.apply(signals)
+        except Exception:
+            self._fail("deriving spans")
+
+    async def finish(self) -> None:
+        """Close what is still open, store the spans and the run's cost, export them."""
+        if self._failed or self._finished:
+            return
+        self._finished = True
+        try:
+            self._book.apply(self._deriver.flush(self._clock()))
+            records = self._book.records
+            self.cost = await sync_to_async(trace_store)(
+                run_id=self.run_id,
+                trace_id=self.trace_id,
+                records=records,
+                persist_spans=self._persist_spans,
+            )
+            if self._export is not None:
+                self._export.export(trace_id=self.trace_id, records=records)
+        except Exception:
+            self._fail("storing spans")
+
+    @property
+    def records(self) -> list[SpanRecord]:
+        return self._book.records
+
+    def _fail(self, doing: str) -> None:
+        self._failed = True
+        logger.warning(
+            "tracing run %s failed while %s; the run goes on untraced",
+            self.run_id,
+            doing,
+            exc_info=True,
+        )
+
+
+def _request_input(request: Any) -> dict[str, Any]:
+    """The request's last messages, as the run span's input (content capture only)."""
+    entries = []
+    for message in list(getattr(request, "messages", []) or [])[-INPUT_MESSAGES_KEPT:]:
+        if message.kind == "text":
+            entries.append({"role": message.role, "content": message.content})
+        elif message.kind == "action_execution":
+            entries.append(
+                {
+                    "role": "assistant",
+                    "tool_call": message.action_name,
+                    "arguments": message.arguments,
+                }
+            )
+        elif message.kind == "result":
+            entries.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": message.action_execution_id,
+                    "content": message.result,
+                }
+            )
+    return {"messages": entries}
