@@ -1,0 +1,141 @@
+"""Which rules apply to a turn, and the message they are checked on.
+
+Stored rules (``GuardrailRule``, edited in the admin) are read on every turn, so a change in
+the admin applies to the next request without a restart. The request's own
+``cloud.guardrails.inputValidationRules`` lists are topics, merged after the stored rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from django.db import connection
+
+from copilot_runtime.engine.request import TurnRequest
+from copilot_runtime.models import GuardrailMatch, GuardrailRule, GuardrailRuleKind
+
+ALLOW = str(GuardrailRuleKind.ALLOW)
+DENY = str(GuardrailRuleKind.DENY)
+TOPIC = str(GuardrailMatch.TOPIC)
+PATTERN = str(GuardrailMatch.PATTERN)
+
+SOURCE_STORED = "stored"
+SOURCE_REQUEST = "request"
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSpec:
+    """One rule as the evaluators see it: a stored rule, or an entry of the request's lists."""
+
+    kind: str  # allow or deny
+    match: str  # topic or pattern
+    text: str
+    name: str
+    priority: int = 0
+    rule_id: int | None = None  # None: from the request's own lists
+
+    @property
+    def source(self) -> str:
+        return SOURCE_STORED if self.rule_id is not None else SOURCE_REQUEST
+
+    @property
+    def is_allow(self) -> bool:
+        return self.kind == ALLOW
+
+    @property
+    def is_deny(self) -> bool:
+        return self.kind == DENY
+
+    @property
+    def is_topic(self) -> bool:
+        return self.match == TOPIC
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """What is checked: the last user message, with the earlier text conversation."""
+
+    text: str
+    message_id: str
+    agent_name: str
+    # Earlier user and assistant text messages, oldest first, as {"role", "content"}.
+    history: list[dict[str, str]] = field(default_factory=list)
+
+
+def subject_from_request(request: TurnRequest) -> Subject | None:
+    """The message to check, or None when the last input message is not a user's text (a
+    follow-up carrying a frontend action's result: its user message was checked before)."""
+    if not request.messages:
+        return None
+    last = request.messages[-1]
+    if last.kind != "text" or last.role != "user":
+        return None
+    history = [
+        {"role": message.role, "content": message.content}
+        for message in request.messages[:-1]
+        if message.kind == "text" and message.role in ("user", "assistant") and message.content
+    ]
+    return Subject(
+        text=last.content, message_id=last.id, agent_name=request.agent_name, history=history
+    )
+
+
+@cache
+def _rules_sql() -> str:
+    table = GuardrailRule._meta.db_table
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(name) for name in ("id", "kind", "match", "text", "name", "priority"))
+    return (
+        f"SELECT {columns} FROM {quote(table)} "
+        f"WHERE {quote('enabled')} = %s AND ({quote('agent_name')} = '' "
+        f"OR {quote('agent_name')} = %s) "
+        f"ORDER BY {quote('priority')} DESC, {quote('name')}, {quote('id')}"
+    )
+
+
+def stored_rules_in_scope(*, agent_name: str) -> list[RuleSpec]:
+    """Enabled admin rules for every agent or for ``agent_name``, highest priority first.
+
+    Read on every turn, so a change in the admin applies to the next request in every
+    process. Plain SQL: it costs a tenth of the equivalent ORM query's CPU, on the hot path.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(_rules_sql(), [True, agent_name])
+        rows = cursor.fetchall()
+    return [
+        RuleSpec(kind=kind, match=match, text=text, name=name, priority=priority, rule_id=pk)
+        for pk, kind, match, text, name, priority in rows
+        if text.strip()
+    ]
+
+
+def _entries(raw: Any) -> Iterable[str]:
+    if not isinstance(raw, list):
+        return ()
+    return (item.strip() for item in raw if isinstance(item, str) and item.strip())
+
+
+def request_rules(cloud: dict[str, Any] | None) -> list[RuleSpec]:
+    """The request's ``cloud.guardrails.inputValidationRules`` allow and deny lists, as topic
+    rules (denials first, in the order the client listed them)."""
+    guardrails = (cloud or {}).get("guardrails") or {}
+    lists = guardrails.get("inputValidationRules") or {}
+    denied = _entries(lists.get("denyList"))
+    allowed = _entries(lists.get("allowList"))
+    return [
+        *(RuleSpec(kind=DENY, match=TOPIC, text=topic, name=topic) for topic in denied),
+        *(RuleSpec(kind=ALLOW, match=TOPIC, text=topic, name=topic) for topic in allowed),
+    ]
+
+
+def request_wants_cloud(cloud: dict[str, Any] | None) -> bool:
+    """The client configured Copilot Cloud guardrails (react-core's ``guardrails_c``)."""
+    return bool((cloud or {}).get("guardrails"))
+
+
+def rules_for_turn(*, request: TurnRequest) -> list[RuleSpec]:
+    """Every rule in scope for the turn: stored ones by priority, then the request's own."""
+    return [*stored_rules_in_scope(agent_name=request.agent_name), *request_rules(request.cloud)]
