@@ -14,6 +14,17 @@ from copilot_runtime.conf import runtime_setting
 from copilot_runtime.errors import AgentNotFoundError
 
 DEFAULT_AGENT_NAME = "default"
+
+# Agent kinds. ``chat`` is the plain chat engine (only ``default``); the others run in
+# agents/runners: ``python`` (a PythonAgent subclass), ``llm`` (the built-in configurable LLM
+# agent), ``remote`` (an agent served by a CopilotKit remote endpoint) and ``agui`` (an AG-UI
+# agent server, HttpAgent-style).
+KIND_CHAT = "chat"
+KIND_PYTHON = "python"
+KIND_LLM = "llm"
+KIND_REMOTE = "remote"
+KIND_AGUI = "agui"
+AGENT_KINDS = frozenset({KIND_CHAT, KIND_PYTHON, KIND_LLM, KIND_REMOTE, KIND_AGUI})
 DEFAULT_AGENT_DESCRIPTION = "The plain chat engine: the configured model with the app's actions."
 
 # A fixed namespace so agent ids are the same everywhere, derived from names alone.
@@ -36,7 +47,7 @@ def agent_list() -> list[AgentSpec]:
     """Every registered agent, ``default`` first, then the configured ones by name."""
     configured: dict[str, dict[str, Any]] = runtime_setting("AGENTS") or {}
     agents = [
-        AgentSpec(name=DEFAULT_AGENT_NAME, description=DEFAULT_AGENT_DESCRIPTION, kind="chat")
+        AgentSpec(name=DEFAULT_AGENT_NAME, description=DEFAULT_AGENT_DESCRIPTION, kind=KIND_CHAT)
     ]
     for name in sorted(configured):
         if name == DEFAULT_AGENT_NAME:
@@ -46,7 +57,7 @@ def agent_list() -> list[AgentSpec]:
             AgentSpec(
                 name=name,
                 description=str(options.pop("description", "")),
-                kind=str(options.pop("kind", "python")),
+                kind=str(options.pop("kind", KIND_PYTHON)),
                 options=options,
             )
         )

@@ -1,0 +1,58 @@
+"""What every agent runner is given for one turn, with lazily loaded, cached extras."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from agents.interrupts import InterruptAnswer, interrupt_answer
+from agents.runners.chat import BeforeServerAction
+from copilot_runtime.adapters.base import ModelAdapter
+from copilot_runtime.engine.actions import ServerAction
+from copilot_runtime.engine.request import TurnRequest
+from copilot_runtime.events import MetaEvent
+
+_UNSET: Any = object()
+
+
+@dataclass
+class TurnContext:
+    request: TurnRequest
+    adapter: ModelAdapter
+    before_server_action: BeforeServerAction | None = None
+    _server_actions: dict[str, ServerAction] | None = field(default=None, repr=False)
+    _pending: list[MetaEvent] | None = field(default=None, repr=False)
+    _answer: Any = field(default=_UNSET, repr=False)
+
+    @property
+    def thread_id(self) -> str:
+        return self.request.thread_id or ""
+
+    async def server_actions(self) -> dict[str, ServerAction]:
+        """The configured server actions and the remote endpoints' actions."""
+        if self._server_actions is None:
+            from agents.remote.actions import turn_server_actions
+
+            self._server_actions = await turn_server_actions(self.request)
+        return self._server_actions
+
+    async def pending_interrupt(self) -> list[MetaEvent]:
+        """The interrupt the thread's previous run ended with (empty when none)."""
+        if self._pending is None:
+            from conversations.selectors import thread_pending_interrupt
+
+            payloads = await sync_to_async(thread_pending_interrupt)(thread_id=self.thread_id)
+            self._pending = [MetaEvent(**payload) for payload in payloads]
+        return self._pending
+
+    async def interrupt_answer(self) -> InterruptAnswer | None:
+        """The request's answer to the pending interrupt (None when it carries none)."""
+        if self._answer is _UNSET:
+            meta_events = self.request.meta_events
+            if not meta_events:
+                self._answer = None
+            else:
+                self._answer = interrupt_answer(meta_events, await self.pending_interrupt())
+        return self._answer
