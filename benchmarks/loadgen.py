@@ -1,4 +1,5 @@
-"""Load generator: N simulated CopilotKit clients streaming ``generateCopilotResponse``.
+"""Load generator: N simulated CopilotKit clients streaming ``generateCopilotResponse`` (v1,
+GraphQL) or AG-UI runs (v2, ``--protocol agui``).
 
 Each client owns one keep-alive HTTP/1.1 connection (asyncio streams, no HTTP library, so the
 generator stays cheap next to the server it shares the cores with) and loops: send the real
@@ -18,6 +19,11 @@ counted.
         --concurrency 50 --tokens 50 --duration 15 --warmup 3 [--json]
 
 The fake upstream answers ``FAKE: {"tokens": N}`` in the user message with N tokens.
+
+With ``--protocol agui`` each client sends the v2 frontend core's run request instead
+(``benchmarks.agui_request``: ``POST <url>/agent/default/run``) and reads the SSE answer
+(``benchmarks.sse_reader``); the figures mean the same (TTFT at the first
+``TEXT_MESSAGE_CONTENT``, the end at ``RUN_FINISHED``).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from benchmarks import agui_request
 from benchmarks.client_request import http_request, new_thread_id, request_body
 from benchmarks.response_reader import (
     MultipartMixedParser,
@@ -41,6 +48,7 @@ from benchmarks.response_reader import (
     StreamReader,
     boundary_from_content_type,
 )
+from benchmarks.sse_reader import AguiObservation, AguiStreamReader, is_event_stream
 from benchmarks.stats import Distribution, LoadSummary
 
 __all__ = [
@@ -57,6 +65,9 @@ __all__ = [
 MAX_ERROR_SAMPLES = 5
 CONNECT_RETRY_PAUSE_SECONDS = 0.05
 WindowHook = Callable[[], None]
+GRAPHQL = "graphql"
+AGUI = "agui"
+PROTOCOLS = (GRAPHQL, AGUI)
 
 
 @dataclass(frozen=True)
@@ -67,9 +78,17 @@ class Target:
     port: int
     path: str = "/api/copilotkit"
     extra_headers: dict[str, str] = field(default_factory=dict)
+    # ``graphql`` (v1: generateCopilotResponse) or ``agui`` (v2: POST <path>/agent/default/run).
+    protocol: str = GRAPHQL
+
+    def __post_init__(self) -> None:
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {PROTOCOLS}, not {self.protocol!r}")
 
     @classmethod
-    def from_url(cls, url: str, *, extra_headers: dict[str, str] | None = None) -> Target:
+    def from_url(
+        cls, url: str, *, extra_headers: dict[str, str] | None = None, protocol: str = GRAPHQL
+    ) -> Target:
         parts = urlsplit(url)
         if parts.scheme != "http" or not parts.hostname:
             raise ValueError(f"only http://host:port/path URLs are supported, not {url!r}")
@@ -78,6 +97,16 @@ class Target:
             port=parts.port or 80,
             path=parts.path or "/",
             extra_headers=dict(extra_headers or {}),
+            protocol=protocol,
+        )
+
+    def with_protocol(self, protocol: str) -> Target:
+        return Target(
+            host=self.host,
+            port=self.port,
+            path=self.path,
+            extra_headers=dict(self.extra_headers),
+            protocol=protocol,
         )
 
     @property
@@ -170,7 +199,7 @@ class Connection:
         with contextlib.suppress(OSError, asyncio.CancelledError):
             await self.writer.wait_closed()
 
-    async def exchange(self, request: bytes) -> tuple[float, StreamObservation]:
+    async def exchange(self, request: bytes) -> tuple[float, StreamObservation | AguiObservation]:
         """Send ``request``; read the whole response. Returns (send time, observation)."""
         reader = self.reader
         started_at = time.perf_counter()
@@ -193,14 +222,18 @@ class Connection:
             self.reusable = False
             body = _until_eof(reader)
 
-        boundary = boundary_from_content_type(headers.get("content-type", ""))
-        if status != "200" or boundary is None:
+        content_type = headers.get("content-type", "")
+        boundary = boundary_from_content_type(content_type)
+        event_stream = is_event_stream(content_type)
+        if status != "200" or (boundary is None and not event_stream):
             whole = b"".join([chunk async for chunk in body])
             raise HttpError(
                 f"HTTP {status} {headers.get('content-type', '-')}: "
                 f"{whole[:300].decode(errors='replace')}"
             )
-        stream = StreamReader(boundary)
+        stream: StreamReader | AguiStreamReader = (
+            AguiStreamReader() if event_stream else StreamReader(boundary or b"-")
+        )
         perf_counter = time.perf_counter
         async for chunk in body:
             stream.feed(chunk, perf_counter())
@@ -208,12 +241,19 @@ class Connection:
 
 
 def _judge(
-    observation: StreamObservation, *, started_at: float, expected_tokens: int | None
+    observation: StreamObservation | AguiObservation,
+    *,
+    started_at: float,
+    expected_tokens: int | None,
 ) -> RequestResult:
     finished_at = observation.finished_at or time.perf_counter()
     error = None
     if not observation.finished:
-        error = "stream ended without hasNext:false"
+        error = (
+            "stream ended without RUN_FINISHED or RUN_ERROR"
+            if isinstance(observation, AguiObservation)
+            else "stream ended without hasNext:false"
+        )
     elif observation.errors:
         error = f"GraphQL errors: {json.dumps(observation.errors)[:300]}"
     elif observation.response_status != "Success":
@@ -241,13 +281,22 @@ async def send_one(
     tokens: int,
     timeout_seconds: float = 60.0,
 ) -> RequestResult:
-    """One ``generateCopilotResponse`` for a fresh thread on ``connection``; never raises."""
-    request = http_request(
-        host=target.host_header,
-        path=target.path,
-        body=request_body(thread_id=new_thread_id(), tokens=tokens),
-        extra_headers=target.extra_headers,
-    )
+    """One ``generateCopilotResponse`` (or, for ``agui``, one run) for a fresh thread on
+    ``connection``; never raises."""
+    if target.protocol == AGUI:
+        request = agui_request.http_request(
+            host=target.host_header,
+            path=agui_request.run_path(target.path),
+            body=agui_request.request_body(thread_id=new_thread_id(), tokens=tokens),
+            extra_headers=target.extra_headers,
+        )
+    else:
+        request = http_request(
+            host=target.host_header,
+            path=target.path,
+            body=request_body(thread_id=new_thread_id(), tokens=tokens),
+            extra_headers=target.extra_headers,
+        )
     started_at = time.perf_counter()
     try:
         async with asyncio.timeout(timeout_seconds):
@@ -453,6 +502,12 @@ def _parser() -> argparse.ArgumentParser:
         description="Stream generateCopilotResponse from N concurrent simulated clients.",
     )
     parser.add_argument("--url", default="http://127.0.0.1:8000/api/copilotkit")
+    parser.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default=GRAPHQL,
+        help="graphql (v1 generateCopilotResponse) or agui (v2 run)",
+    )
     parser.add_argument("--concurrency", "-c", type=int, default=1)
     parser.add_argument("--tokens", "-t", type=int, default=50, help="reply length (fake)")
     length = parser.add_mutually_exclusive_group()
@@ -480,7 +535,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         requests=arguments.requests,
         request_timeout_seconds=arguments.timeout,
     )
-    target = Target.from_url(arguments.url, extra_headers=dict(arguments.header))
+    target = Target.from_url(
+        arguments.url, extra_headers=dict(arguments.header), protocol=arguments.protocol
+    )
     summary = asyncio.run(run_load(target=target, plan=plan))
     if arguments.json:
         print(json.dumps(summary.as_dict(), indent=2))

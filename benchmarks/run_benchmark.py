@@ -1,8 +1,13 @@
-"""Run the v1 benchmark end to end and report it next to the TypeScript runtime's figures.
+"""Run the benchmark end to end and report it next to the TypeScript runtime's figures.
 
     python -m benchmarks.run_benchmark [--duration 15] [--warmup 3] [--configs 1x200,50x50]
                                        [--executors inline,celery] [--worker-concurrency 2]
+                                       [--protocols graphql,agui]
                                        [--profile] [--output benchmarks/results/latest.json]
+
+Each configuration is measured for each protocol (``--protocols``, default both): ``graphql``
+is v1 (``generateCopilotResponse``, next to the TypeScript runtime 1.10.6), ``agui`` is v2 (the
+AG-UI run endpoint, next to the TypeScript runtime 1.75).
 
 Starts the fake upstream (no token delay), migrates, serves ``copilot_runtime.asgi:application``
 with daphne as production does (``DEBUG=false``, ``LOG_LEVEL=WARNING``, ``OPENAI_API_KEY=bench``,
@@ -47,7 +52,16 @@ from typing import Any
 
 from benchmarks import comparison, pgstats, procstat, profile_summary
 from benchmarks.celery_processes import tree_memory
-from benchmarks.loadgen import Connection, LoadPlan, Target, run_load, send_one
+from benchmarks.loadgen import (
+    AGUI,
+    GRAPHQL,
+    PROTOCOLS,
+    Connection,
+    LoadPlan,
+    Target,
+    run_load,
+    send_one,
+)
 from benchmarks.postgres import PostgresUnavailable, ThrowawayPostgres, find_pg_bin
 from benchmarks.processes import (
     REPO_ROOT,
@@ -99,6 +113,20 @@ TYPESCRIPT_REFERENCE: dict[str, Any] = {
     "cpu_ms_per_request": "4-11",
     "rss_mib": "280-310",
 }
+
+# The TypeScript runtime 1.75 (v2 AG-UI) on the same kind of 2-core machine, same load
+# (issue 9, "Benchmark").
+TYPESCRIPT_V2_REFERENCE: dict[str, Any] = {
+    "server": "CopilotKit TypeScript runtime 1.75 (v2 AG-UI)",
+    "configurations": {
+        "1x200": {"requests_per_second": 37, "ttft_p50_ms": 23},
+        "50x50": {"requests_per_second": 113, "ttft_p50_ms": 425},
+    },
+    "cpu_ms_per_request": "10-28",
+    "rss_mib": "330-400",
+}
+
+REFERENCES = {GRAPHQL: TYPESCRIPT_REFERENCE, AGUI: TYPESCRIPT_V2_REFERENCE}
 
 
 class BenchmarkError(RuntimeError):
@@ -278,7 +306,11 @@ def _worker_figures(
 
 
 def _configuration_result(
-    configuration: Configuration, summary: LoadSummary, sampler: WindowSampler, shape: Shape
+    configuration: Configuration,
+    summary: LoadSummary,
+    sampler: WindowSampler,
+    shape: Shape,
+    protocol: str = GRAPHQL,
 ) -> dict[str, Any]:
     memory = procstat.memory_kib(shape.server.pid)
     completed = summary.completed
@@ -286,6 +318,7 @@ def _configuration_result(
     return {
         "name": configuration.name,
         "executor": shape.executor,
+        "protocol": protocol,
         **summary.as_dict(),
         "server_cpu_ms_per_request": _per_request_ms(sampler.deltas.get("server"), completed),
         "server_cpu_percent_of_core": round(
@@ -333,6 +366,7 @@ def measure(
     postgres_pid: int | None,
     fake: Managed,
     database_url: str,
+    protocol: str = GRAPHQL,
 ) -> dict[str, Any]:
     sampler = WindowSampler.for_shape(
         shape, postgres_pid=postgres_pid, fake_pid=fake.pid, database_url=database_url
@@ -345,13 +379,13 @@ def measure(
     )
     summary = asyncio.run(
         run_load(
-            target=shape.target,
+            target=shape.target.with_protocol(protocol),
             plan=plan,
             on_window_start=sampler.start,
             on_window_end=sampler.end,
         )
     )
-    return _configuration_result(configuration, summary, sampler, shape)
+    return _configuration_result(configuration, summary, sampler, shape, protocol)
 
 
 # --- profile ----------------------------------------------------------------------------------
@@ -482,6 +516,7 @@ def render_table(results: list[dict[str, Any]]) -> str:
     columns = (
         ("config", "", 7),
         ("executor", "", 8),
+        ("proto", "", 7),
         ("req/s", "", 7),
         ("TTFT p50", "ms", 9),
         ("TTFT p95", "ms", 9),
@@ -504,11 +539,13 @@ def render_table(results: list[dict[str, Any]]) -> str:
     units = " ".join(f"{unit:>{width}}" for _, unit, width in columns)
     lines = [header, units, "-" * len(header)]
     for result in results:
-        reference = TYPESCRIPT_REFERENCE["configurations"].get(result["name"], {})
+        protocol = result.get("protocol", GRAPHQL)
+        reference = REFERENCES[protocol]["configurations"].get(result["name"], {})
         database = result.get("postgres_per_request") or {}
         values = (
             result["name"],
             result.get("executor", INLINE),
+            protocol,
             _fmt(result["requests_per_second"]),
             _fmt(result["ttft"]["p50_ms"]),
             _fmt(result["ttft"]["p95_ms"]),
@@ -533,8 +570,10 @@ def render_table(results: list[dict[str, Any]]) -> str:
             )
         )
     lines.append(
-        f"TypeScript runtime 1.10.6: {TYPESCRIPT_REFERENCE['cpu_ms_per_request']} ms CPU/request, "
-        f"{TYPESCRIPT_REFERENCE['rss_mib']} MiB RSS."
+        f"TypeScript runtime 1.10.6 (graphql): {TYPESCRIPT_REFERENCE['cpu_ms_per_request']} ms "
+        f"CPU/request, {TYPESCRIPT_REFERENCE['rss_mib']} MiB RSS; 1.75 (agui): "
+        f"{TYPESCRIPT_V2_REFERENCE['cpu_ms_per_request']} ms CPU/request, "
+        f"{TYPESCRIPT_V2_REFERENCE['rss_mib']} MiB RSS."
     )
     lines.append(
         "srv = daphne; wrk = the Celery worker's process tree (CPU over the window, peak RSS as "
@@ -558,6 +597,11 @@ def _parser() -> argparse.ArgumentParser:
         "--configs",
         default=",".join(CONFIGURATIONS),
         help=f"comma-separated, from {', '.join(CONFIGURATIONS)}",
+    )
+    parser.add_argument(
+        "--protocols",
+        default=",".join(PROTOCOLS),
+        help="comma-separated, from graphql (v1), agui (v2) (default both, in that order)",
     )
     parser.add_argument("--profile", action="store_true", help="also profile with py-spy")
     parser.add_argument(
@@ -653,6 +697,7 @@ def _measure_shape(
     postgres_pid: int | None,
     fake: Managed,
     database_url: str,
+    protocols: Sequence[str] = (GRAPHQL,),
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Every configuration against one shape, and its profile when asked for."""
     print(
@@ -662,31 +707,34 @@ def _measure_shape(
         file=sys.stderr,
     )
     try:
-        asyncio.run(_check_server_answers(shape.target))
+        for protocol in protocols:
+            asyncio.run(_check_server_answers(shape.target.with_protocol(protocol)))
     except BenchmarkError as error:
         tails = "\n".join(managed.output_tail() for managed in shape.processes)
         raise BenchmarkError(f"{shape.executor}: {error}\n{tails}") from error
 
     results = []
-    for configuration in configurations:
-        print(
-            f"==> {shape.executor} {configuration.name}: {configuration.concurrency} client(s) x "
-            f"{configuration.tokens} tokens, {arguments.warmup:g} s warm-up + "
-            f"{arguments.duration:g} s",
-            file=sys.stderr,
-        )
-        results.append(
-            measure(
-                configuration,
-                shape=shape,
-                warmup_seconds=arguments.warmup,
-                duration_seconds=arguments.duration,
-                postgres_pid=postgres_pid,
-                fake=fake,
-                database_url=database_url,
+    for protocol in protocols:
+        for configuration in configurations:
+            print(
+                f"==> {shape.executor} {protocol} {configuration.name}: "
+                f"{configuration.concurrency} client(s) x {configuration.tokens} tokens, "
+                f"{arguments.warmup:g} s warm-up + {arguments.duration:g} s",
+                file=sys.stderr,
             )
-        )
-        _check_alive(*shape.processes, fake)
+            results.append(
+                measure(
+                    configuration,
+                    shape=shape,
+                    warmup_seconds=arguments.warmup,
+                    duration_seconds=arguments.duration,
+                    postgres_pid=postgres_pid,
+                    fake=fake,
+                    database_url=database_url,
+                    protocol=protocol,
+                )
+            )
+            _check_alive(*shape.processes, fake)
 
     profile = None
     if arguments.profile and arguments.profile_executor == shape.executor:
@@ -729,8 +777,17 @@ def _shape_settings(shape: Shape) -> dict[str, Any]:
     return settings
 
 
+def _protocols(raw: str) -> list[str]:
+    names = list(dict.fromkeys(name.strip() for name in raw.split(",") if name.strip()))
+    unknown = [name for name in names if name not in PROTOCOLS]
+    if unknown or not names:
+        raise BenchmarkError(f"unknown protocol(s) {unknown}; known: {list(PROTOCOLS)}")
+    return names
+
+
 def run(arguments: argparse.Namespace) -> dict[str, Any]:
     configurations = _configurations(arguments.configs)
+    protocols = _protocols(arguments.protocols)
     try:
         executors = parse_executors(arguments.executors)
     except ValueError as error:
@@ -776,6 +833,7 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
                     postgres_pid=postgres_pid,
                     fake=fake,
                     database_url=database_url,
+                    protocols=protocols,
                 )
                 results.extend(shape_results)
                 profile = shape_profile or profile
@@ -793,9 +851,17 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
             # The first shape's, as before the celery shape existed.
             **next(iter(shapes.values()), {}),
         },
+        "protocols": protocols,
         "configurations": results,
-        "inline_vs_celery": comparison.side_by_side(results),
+        # v1 under the historical key; v2 next to it.
+        "inline_vs_celery": comparison.side_by_side(
+            [result for result in results if result["protocol"] == GRAPHQL]
+        ),
+        "inline_vs_celery_agui": comparison.side_by_side(
+            [result for result in results if result["protocol"] == AGUI]
+        ),
         "typescript_reference": TYPESCRIPT_REFERENCE,
+        "typescript_v2_reference": TYPESCRIPT_V2_REFERENCE,
         "profile": profile,
     }
 
@@ -808,9 +874,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ERROR: {error}", file=sys.stderr)
         return 1
     print(render_table(report["configurations"]))
-    if report["inline_vs_celery"]["configurations"]:
-        print()
-        print(comparison.render(report["inline_vs_celery"]))
+    for key in ("inline_vs_celery", "inline_vs_celery_agui"):
+        if report[key]["configurations"]:
+            print()
+            print(comparison.render(report[key]))
     if report["profile"] is not None:
         print()
         print((arguments.output.parent / report["profile"]["summary_text"]).read_text())

@@ -1,0 +1,241 @@
+"""``run``, ``connect``, ``stop`` and ``suggest``: v2 runs on the same engine and store as v1.
+
+A v2 run is a ``Run`` like any other (protocol ``agui``): recorded by ``turn_start``, executed by
+the configured executor, persisted, visible in the admin and to ``loadAgentState``. It keeps the
+client's ``runId``. Refusals before the stream starts are JSON errors; everything that happens
+once the run exists is in the stream (an upstream failure is ``RUN_ERROR`` with HTTP 200, as the
+TypeScript runtime answers). A dropped stream follows ``ON_DISCONNECT["agui"]`` (``continue``:
+the run finishes and persists, and the client re-attaches with ``connect``); ``stop`` cancels.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import IntegrityError
+from django.http import HttpRequest, HttpResponse
+
+from agents.registry import agent_get
+from agents.runners import agent_turn_events
+from conversations.models import Run
+from conversations.selectors import thread_get_for_caller
+from conversations.services.runs import ACTIVE_STATUSES
+from copilot_runtime.adapters import adapter_from_settings
+from copilot_runtime.agui import responses
+from copilot_runtime.agui.encoder import SseEncoder
+from copilot_runtime.agui.headers import forwardable_headers
+from copilot_runtime.agui.replay import cursor_parse, replay_stream, thread_history
+from copilot_runtime.agui.run_input import (
+    InvalidRunInput,
+    Issue,
+    RunInput,
+    issues_text,
+    run_input_parse,
+    turn_request_from_run_input,
+)
+from copilot_runtime.auth import Caller
+from copilot_runtime.conf import disconnect_policy
+from copilot_runtime.engine.chat import ChatTurn, chat_turn_events
+from copilot_runtime.engine.executor import run_cancel
+from copilot_runtime.engine.service import StartedTurn, check_agent_runnable, turn_start
+from copilot_runtime.errors import AgentNotFoundError, CopilotKitError
+from copilot_runtime.events import Event, RunError, RunFinished
+from copilot_runtime.http.responses import json_response
+
+logger = logging.getLogger(__name__)
+
+PROTOCOL = "agui"
+STOPPED_INTERRUPT = {"type": "RUN_ERROR", "message": "Run stopped by user", "code": "STOPPED"}
+# A suggestion is one forced tool call: one model call is all it needs.
+SUGGEST_MAX_ITERATIONS = 1
+
+
+def agent_known(agent_id: str) -> bool:
+    try:
+        agent_get(agent_id)
+    except AgentNotFoundError:
+        return False
+    return True
+
+
+def _parse(body: Any) -> RunInput | HttpResponse:
+    try:
+        return run_input_parse(body)
+    except InvalidRunInput as invalid:
+        return responses.invalid_body(issues_text(invalid.issues))
+
+
+def _frontend_url(request: HttpRequest) -> str | None:
+    return request.headers.get("Referer") or request.headers.get("Origin") or None
+
+
+# --- run --------------------------------------------------------------------------------------
+
+
+async def _run_events(
+    started: StartedTurn, run_input: RunInput, encoder: SseEncoder
+) -> AsyncIterator[bytes]:
+    queue = started.events
+    complete = False
+    try:
+        yield encoder.start(run_input.raw)
+        while not encoder.finished:
+            batch: list[Event | None] = [await queue.get()]
+            while not queue.empty():
+                batch.append(queue.get_nowait())
+            chunk = encoder.encode(batch)
+            if chunk:
+                yield chunk
+            if batch[-1] is None:
+                break
+        complete = True
+    finally:
+        started.detach()
+        if not complete and disconnect_policy(PROTOCOL) == "cancel":
+            await started.cancel()
+
+
+async def handle_run(
+    *, request: HttpRequest, caller: Caller, agent_id: str, body: Any
+) -> HttpResponse:
+    if not agent_known(agent_id):
+        return responses.agent_not_found(agent_id)
+    parsed = _parse(body)
+    if isinstance(parsed, HttpResponse):
+        return parsed
+    turn_request = turn_request_from_run_input(
+        parsed, agent_name=agent_id, frontend_url=_frontend_url(request)
+    )
+    turn_request.forwarded_headers = forwardable_headers(request.headers)
+    try:
+        started = await turn_start(
+            user=caller.user, request=turn_request, protocol=PROTOCOL, run_id=parsed.run_id
+        )
+    except CopilotKitError as error:
+        return responses.refused(error)
+    except IntegrityError:
+        # The client's run id is the run's primary key: a reused one fails its insert (checked
+        # here rather than by a query before every run).
+        if not await Run.objects.filter(pk=parsed.run_id).aexists():
+            raise
+        return responses.invalid_body(
+            issues_text([Issue(("runId",), f"Run '{parsed.run_id}' already exists")])
+        )
+    encoder = SseEncoder(thread_id=started.thread_id, run_id=started.run_id)
+    return responses.sse_response(_run_events(started, parsed, encoder))
+
+
+# --- connect ----------------------------------------------------------------------------------
+
+
+async def handle_connect(*, caller: Caller, agent_id: str, body: Any) -> HttpResponse:
+    if not agent_known(agent_id):
+        return responses.agent_not_found(agent_id)
+    parsed = _parse(body)
+    if isinstance(parsed, HttpResponse):
+        return parsed
+    cursor = cursor_parse(parsed.raw.get("lastSeenEventId"))
+
+    def load() -> Any:
+        thread = thread_get_for_caller(thread_id=parsed.thread_id, user=caller.user)
+        if thread is None:
+            return None
+        return thread_history(thread=thread, cursor=cursor)
+
+    history = await sync_to_async(load)()
+    if history is None or history.is_empty:
+        # Unknown thread (or someone else's): an empty stream, as the TypeScript runtime does.
+        return responses.sse_response(_empty())
+    return responses.sse_response(replay_stream(history))
+
+
+async def _empty() -> AsyncIterator[bytes]:
+    return
+    yield b""  # pragma: no cover - makes this an async generator
+
+
+# --- stop -------------------------------------------------------------------------------------
+
+
+def _active_run_ids(*, caller: Caller, thread_id: str, run_id: str | None) -> list[str]:
+    thread = thread_get_for_caller(thread_id=thread_id, user=caller.user)
+    if thread is None:
+        return []
+    runs = Run.objects.filter(thread=thread, status__in=ACTIVE_STATUSES)
+    if run_id:
+        runs = runs.filter(pk=run_id)
+    return list(runs.order_by("created_at").values_list("pk", flat=True))
+
+
+async def handle_stop(*, caller: Caller, agent_id: str, thread_id: str, body: Any) -> HttpResponse:
+    if not agent_known(agent_id):
+        return responses.agent_not_found(agent_id)
+    run_id = body.get("runId") if isinstance(body, dict) else None
+    run_ids = await sync_to_async(_active_run_ids)(
+        caller=caller, thread_id=thread_id, run_id=run_id if isinstance(run_id, str) else None
+    )
+    stopped = False
+    for active in run_ids:
+        stopped = await run_cancel(run_id=active) or stopped
+    if not stopped:
+        return json_response(
+            {"stopped": False, "message": f"No active run for thread '{thread_id}'."}
+        )
+    return json_response({"stopped": True, "interrupt": STOPPED_INTERRUPT})
+
+
+# --- suggest ----------------------------------------------------------------------------------
+
+
+async def _suggest_events(
+    events: AsyncIterator[Event], run_input: RunInput
+) -> AsyncIterator[bytes]:
+    """The turn's events, straight from the engine: no run, no thread, nothing stored."""
+    encoder = SseEncoder(thread_id=run_input.thread_id, run_id=run_input.run_id)
+    yield encoder.start(run_input.raw)
+    try:
+        async for event in events:
+            chunk = encoder.encode([event])
+            if chunk:
+                yield chunk
+        failed = False
+    except Exception:
+        logger.exception("suggestion run failed")
+        failed = True
+    finally:
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:
+            await aclose()  # the client went away: the upstream request is closed
+    if failed:
+        yield encoder.encode([RunError(message="The suggestion run failed.", code="UNKNOWN")])
+    yield encoder.encode([RunFinished()])
+
+
+async def handle_suggest(*, caller: Caller, agent_id: str, body: Any) -> HttpResponse:
+    if not agent_known(agent_id):
+        return responses.agent_not_found(agent_id)
+    parsed = _parse(body)
+    if isinstance(parsed, HttpResponse):
+        return parsed
+    try:
+        check_agent_runnable(agent_name=agent_id)
+    except CopilotKitError as error:
+        return responses.refused(error)
+    request = turn_request_from_run_input(parsed, agent_name=agent_id)
+    if isinstance(parsed.state, dict):
+        request.state = dict(parsed.state)
+    adapter = adapter_from_settings()
+    events = agent_turn_events(request=request, adapter=adapter)
+    if events is None:  # the chat engine: no server actions, one model call
+        events = chat_turn_events(
+            ChatTurn(
+                request=request,
+                adapter=adapter,
+                server_actions={},
+                max_iterations=SUGGEST_MAX_ITERATIONS,
+            )
+        )
+    return responses.sse_response(_suggest_events(events, parsed))

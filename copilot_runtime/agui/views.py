@@ -1,0 +1,224 @@
+"""The v2 entry points: the REST sub-paths of ``/api/copilotkit`` and the single-route envelope.
+
+``copilot_runtime.http.endpoint`` hands over every sub-path (``serve_subpath``) and every POST
+whose JSON body has ``method`` (``serve_envelope``). Views stay thin: route, method, caller,
+body, then one handler in ``runs``, ``threads`` or ``info``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import quote
+
+import orjson
+from asgiref.sync import sync_to_async
+from django.db import DatabaseError
+from django.http import HttpRequest, HttpResponse
+
+from copilot_runtime.agui import responses, routes, runs, threads
+from copilot_runtime.agui.info import runtime_info
+from copilot_runtime.auth import AuthenticationFailed, Caller, resolve_caller
+from copilot_runtime.http.body import JsonBody, check_json_body
+from copilot_runtime.http.responses import json_response
+
+logger = logging.getLogger(__name__)
+
+RUNTIME_PREFIX = "/api/copilotkit/"
+_BODY_ROUTES = frozenset({routes.AGENT_RUN, routes.AGENT_CONNECT, routes.AGENT_SUGGEST})
+ENVELOPE_METHODS = frozenset(
+    {"agent/run", "agent/connect", "agent/stop", "agent/suggest", "info", "transcribe"}
+)
+
+
+def _raw_subpath(request: HttpRequest, subpath: str) -> str:
+    """The sub-path still percent-encoded, so an agent or thread id may contain ``/``."""
+    scope = getattr(request, "scope", None)
+    raw = scope.get("raw_path") if isinstance(scope, dict) else None
+    if raw:
+        path = raw.decode("latin-1")
+        index = path.find(RUNTIME_PREFIX)
+        if index >= 0:
+            return path[index + len(RUNTIME_PREFIX) :]
+    return "/".join(quote(segment, safe="") for segment in subpath.split("/"))
+
+
+def _lenient_json(request: HttpRequest) -> Any:
+    """An optional JSON body (``stop`` sends ``{runId}`` only when it knows the run)."""
+    raw = request.body
+    if not raw.strip():
+        return {}
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return {}
+
+
+async def _with_caller(
+    request: HttpRequest, handle: Callable[[Caller], Awaitable[HttpResponse]]
+) -> HttpResponse:
+    try:
+        caller = await resolve_caller(request)
+    except AuthenticationFailed as refused:
+        return responses.unauthorized(refused.message)
+    try:
+        return await handle(caller)
+    except DatabaseError:
+        logger.exception("database unavailable while serving %s", request.path)
+        return responses.database_unavailable()
+
+
+async def serve_subpath(request: HttpRequest, subpath: str) -> HttpResponse:
+    route = routes.match_route(_raw_subpath(request, subpath))
+    if route is None:
+        return responses.not_found()
+    if request.method not in route.allowed_methods:
+        return responses.method_not_allowed(route.allowed_methods)
+    body: Any = None
+    if route.method in _BODY_ROUTES or (
+        route.method == routes.THREAD_UPDATE and request.method == "PATCH"
+    ):
+        parsed = check_json_body(request)
+        if not isinstance(parsed, JsonBody):
+            return parsed
+        body = parsed.value
+    elif route.method == routes.AGENT_STOP:
+        body = _lenient_json(request)
+
+    async def handle(caller: Caller) -> HttpResponse:
+        return await _dispatch(request, route, caller, body, thread_endpoints=True)
+
+    return await _with_caller(request, handle)
+
+
+async def _dispatch(
+    request: HttpRequest,
+    route: routes.Route,
+    caller: Caller,
+    body: Any,
+    *,
+    thread_endpoints: bool,
+) -> HttpResponse:
+    method = route.method
+    if method == routes.INFO:
+        return json_response(runtime_info(thread_endpoints=thread_endpoints))
+    if method == routes.AGENT_RUN:
+        return await runs.handle_run(
+            request=request, caller=caller, agent_id=route.agent_id or "", body=body
+        )
+    if method == routes.AGENT_CONNECT:
+        return await runs.handle_connect(caller=caller, agent_id=route.agent_id or "", body=body)
+    if method == routes.AGENT_STOP:
+        return await runs.handle_stop(
+            caller=caller,
+            agent_id=route.agent_id or "",
+            thread_id=route.thread_id or "",
+            body=body,
+        )
+    if method == routes.AGENT_SUGGEST:
+        return await runs.handle_suggest(caller=caller, agent_id=route.agent_id or "", body=body)
+    return await _serve_thread_route(request, route, caller, body)
+
+
+async def _serve_thread_route(
+    request: HttpRequest, route: routes.Route, caller: Caller, body: Any
+) -> HttpResponse:
+    user = caller.user
+    thread_id = route.thread_id or ""
+    try:
+        if route.method == routes.THREADS_LIST:
+            page = await sync_to_async(threads.threads_list)(
+                user=user,
+                agent_id=request.GET.get("agentId") or None,
+                include_archived=request.GET.get("includeArchived") == "true",
+                limit=request.GET.get("limit"),
+                cursor=request.GET.get("cursor"),
+            )
+            return json_response({"threads": page.threads, "nextCursor": page.next_cursor})
+        if route.method == routes.THREAD_MESSAGES:
+            messages = await sync_to_async(threads.thread_messages)(user=user, thread_id=thread_id)
+            return json_response({"messages": messages})
+        if route.method == routes.THREAD_STATE:
+            state = await sync_to_async(threads.thread_state)(
+                user=user, thread_id=thread_id, agent_id=request.GET.get("agentId") or None
+            )
+            return json_response({"state": state})
+        if route.method == routes.THREAD_EVENTS:
+            events = await sync_to_async(threads.thread_events)(user=user, thread_id=thread_id)
+            return json_response({"events": events})
+        if route.method == routes.THREAD_ARCHIVE:
+            if not await sync_to_async(threads.thread_archive)(user=user, thread_id=thread_id):
+                return responses.thread_not_found(thread_id)
+            return json_response({"threadId": thread_id, "archived": True})
+        if request.method == "DELETE":
+            if not await sync_to_async(threads.thread_delete)(user=user, thread_id=thread_id):
+                return responses.thread_not_found(thread_id)
+            return json_response({"threadId": thread_id, "deleted": True})
+        thread = await sync_to_async(threads.thread_update)(
+            user=user, thread_id=thread_id, changes=body
+        )
+        if thread is None:
+            return responses.thread_not_found(thread_id)
+        return json_response(threads.thread_as_json(thread))
+    except threads.ThreadRequestError as invalid:
+        return json_response({"error": str(invalid)}, status=400)
+    except threads.ThreadIsBusy:
+        return json_response(
+            {
+                "error": "Thread busy",
+                "code": "THREAD_BUSY",
+                "message": f"Thread '{thread_id}' has a run in progress; stop it first.",
+            },
+            status=409,
+        )
+
+
+# --- the single-route envelope ----------------------------------------------------------------
+
+
+def _param(params: Any, key: str) -> str | None:
+    value = params.get(key) if isinstance(params, dict) else None
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def _envelope_route(envelope: dict[str, Any]) -> routes.Route | HttpResponse:
+    method = envelope.get("method")
+    if not isinstance(method, str) or not method:
+        return responses.invalid_request("Missing method field")
+    if method not in ENVELOPE_METHODS:
+        return responses.invalid_request(f"Unsupported method '{method}'")
+    if method == "info":
+        return routes.Route(routes.INFO)
+    if method == "transcribe":
+        return json_response(
+            {"error": "service_not_configured", "message": "No transcription service is set up."},
+            status=503,
+        )
+    params = envelope.get("params")
+    agent_id = _param(params, "agentId")
+    if agent_id is None:
+        return responses.invalid_request("Missing or invalid parameter 'agentId'")
+    if method == "agent/stop":
+        thread_id = _param(params, "threadId")
+        if thread_id is None:
+            return responses.invalid_request("Missing or invalid parameter 'threadId'")
+        return routes.Route(routes.AGENT_STOP, agent_id=agent_id, thread_id=thread_id)
+    if envelope.get("body") is None:
+        return responses.invalid_request("Missing request body for JSON handler")
+    return routes.Route(method, agent_id=agent_id)
+
+
+async def serve_envelope(request: HttpRequest, envelope: dict[str, Any]) -> HttpResponse:
+    """A POST to ``/api/copilotkit`` whose JSON body is ``{method, params?, body?}``."""
+    route = _envelope_route(envelope)
+    if isinstance(route, HttpResponse):
+        return route
+    body = envelope.get("body")
+    if route.method == routes.AGENT_STOP and not isinstance(body, dict):
+        body = {}
+
+    async def handle(caller: Caller) -> HttpResponse:
+        return await _dispatch(request, route, caller, body, thread_endpoints=False)
+
+    return await _with_caller(request, handle)

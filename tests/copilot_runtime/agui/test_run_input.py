@@ -1,0 +1,214 @@
+"""``RunAgentInput``: validation issues, and conversion into the engine's ``TurnRequest``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from copilot_runtime.agui.run_input import (
+    InvalidRunInput,
+    input_messages_from_agui,
+    run_input_parse,
+    turn_request_from_run_input,
+)
+
+
+def body(**overrides: Any) -> dict[str, Any]:
+    return {
+        "threadId": "t-1",
+        "runId": "3535bc51-1d2c-4364-9bb5-a1abd07a8837",
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+        "state": {},
+        "messages": [{"id": "u1", "role": "user", "content": "Hi"}],
+        **overrides,
+    }
+
+
+def issue_paths(raw: Any) -> list[list[Any]]:
+    with pytest.raises(InvalidRunInput) as invalid:
+        run_input_parse(raw)
+    details = orjson.loads(str(invalid.value))
+    assert all("message" in issue for issue in details)
+    return [issue["path"] for issue in details]
+
+
+def test_the_real_clients_input_is_valid() -> None:
+    parsed = run_input_parse(body())
+    assert parsed.thread_id == "t-1"
+    assert parsed.run_id == "3535bc51-1d2c-4364-9bb5-a1abd07a8837"
+    assert parsed.raw == body()
+
+
+def test_required_fields_are_reported_together() -> None:
+    assert issue_paths({}) == [["threadId"], ["runId"], ["messages"], ["tools"], ["context"]]
+    assert issue_paths([]) == [[]]
+
+
+def test_messages_are_checked_by_role() -> None:
+    paths = issue_paths(
+        body(
+            messages=[
+                {"id": "a", "role": "wizard", "content": "x"},
+                {"id": "b", "role": "tool", "content": "x"},
+                {"id": "c", "role": "system"},
+                {
+                    "id": "d",
+                    "role": "assistant",
+                    "toolCalls": [{"id": "c1", "type": "other", "function": {"name": "f"}}],
+                },
+                {"role": "user", "content": 5},
+            ]
+        )
+    )
+    assert paths == [
+        ["messages", 0, "role"],
+        ["messages", 1, "toolCallId"],
+        ["messages", 2, "content"],
+        ["messages", 3, "toolCalls", 0, "type"],
+        ["messages", 3, "toolCalls", 0, "function", "arguments"],
+        ["messages", 4, "id"],
+        ["messages", 4, "content"],
+    ]
+
+
+def test_tools_and_context_entries_are_checked() -> None:
+    paths = issue_paths(body(tools=[{"name": "f"}], context=[{"value": "v"}]))
+    assert paths == [["tools", 0, "description"], ["context", 0, "description"]]
+
+
+@pytest.mark.parametrize("run_id", ["", "a" * 65, "has space", "-leading", "x/y"])
+def test_run_ids_must_be_short_and_plain(run_id: str) -> None:
+    assert issue_paths(body(runId=run_id)) == [["runId"]]
+
+
+def test_thread_ids_are_bounded() -> None:
+    assert issue_paths(body(threadId="")) == [["threadId"]]
+    assert issue_paths(body(threadId="t" * 256)) == [["threadId"]]
+
+
+def test_history_becomes_one_row_per_message_call_and_result() -> None:
+    rows = input_messages_from_agui(
+        [
+            {"id": "s1", "role": "system", "content": "Be brief"},
+            {"id": "u1", "role": "user", "content": "Greet Bob"},
+            {
+                "id": "a1",
+                "role": "assistant",
+                "content": "Sure",
+                "toolCalls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "sayHello", "arguments": '{"name": "Bob"}'},
+                    }
+                ],
+            },
+            {"id": "r1", "role": "tool", "content": "greeted", "toolCallId": "c1"},
+            {"id": "a2", "role": "assistant", "toolCalls": []},
+            {"id": "x1", "role": "activity", "activityType": "t", "content": {}},
+        ]
+    )
+    assert [(r.id, r.kind, r.role) for r in rows] == [
+        ("s1", "text", "system"),
+        ("u1", "text", "user"),
+        ("a1", "text", "assistant"),
+        ("c1", "action_execution", "assistant"),
+        ("r1", "result", "tool"),
+    ]
+    call, result = rows[3], rows[4]
+    assert call.action_name == "sayHello"
+    assert call.arguments == {"name": "Bob"}
+    assert call.parent_message_id == "a1"
+    assert result.action_execution_id == "c1"
+    assert result.action_name == "sayHello"
+    assert result.result == "greeted"
+
+
+def test_multimodal_user_content_keeps_text_and_inline_images() -> None:
+    rows = input_messages_from_agui(
+        [
+            {
+                "id": "u1",
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "What is this?"},
+                    {
+                        "type": "image",
+                        "source": {"type": "data", "value": "AAA", "mimeType": "image/png"},
+                    },
+                ],
+            }
+        ]
+    )
+    assert [(r.kind, r.content, r.image_format, r.image_bytes) for r in rows] == [
+        ("text", "What is this?", "", ""),
+        ("image", "", "png", "AAA"),
+    ]
+
+
+def test_the_turn_request_carries_tools_context_props_and_state() -> None:
+    parsed = run_input_parse(
+        body(
+            tools=[
+                {
+                    "name": "sayHello",
+                    "description": "Say hello",
+                    "parameters": {"type": "object", "properties": {"name": {"type": "string"}}},
+                }
+            ],
+            context=[{"description": "User name", "value": "Alice"}],
+            forwardedProps={
+                "userId": "u1",
+                "toolChoice": {"type": "function", "function": {"name": "sayHello"}},
+                "temperature": 0.2,
+            },
+            state={"counter": 1},
+            parentRunId="prev",
+        )
+    )
+    request = turn_request_from_run_input(parsed, agent_name="default", frontend_url="http://x/")
+    assert request.thread_id == "t-1"
+    assert request.agent_name == "default"
+    assert [(a.name, a.description, a.parameters["type"]) for a in request.actions] == [
+        ("sayHello", "Say hello", "object")
+    ]
+    assert request.context == [("User name", "Alice")]
+    assert request.properties["userId"] == "u1"
+    assert request.forwarded.tool_choice == "function"
+    assert request.forwarded.tool_choice_function_name == "sayHello"
+    assert request.forwarded.temperature == 0.2
+    assert request.agent_states == [{"agentName": "default", "state": '{"counter":1}'}]
+    assert request.previous_run_id == "prev"
+    assert request.frontend_url == "http://x/"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "response"),
+    [
+        ({"forwardedProps": {"command": {"resume": "yes"}}}, "yes"),
+        ({"forwardedProps": {"command": {"resume": {"approved": True}}}}, '{"approved":true}'),
+        (
+            {
+                "resume": [{"interruptId": "i-1", "payload": "from-resume"}],
+                "forwardedProps": {"command": {"resume": "legacy"}},
+            },
+            "from-resume",
+        ),
+    ],
+)
+def test_an_interrupt_answer_becomes_the_requests_meta_event(
+    overrides: dict[str, Any], response: str
+) -> None:
+    request = turn_request_from_run_input(run_input_parse(body(**overrides)), agent_name="lg")
+    assert request.meta_events == [
+        {"name": "LangGraphInterruptEvent", "value": "", "response": response}
+    ]
+
+
+def test_no_answer_means_no_meta_event() -> None:
+    request = turn_request_from_run_input(run_input_parse(body()), agent_name="lg")
+    assert request.meta_events == []

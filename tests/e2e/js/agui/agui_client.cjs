@@ -1,0 +1,230 @@
+#!/usr/bin/env node
+// Drives a Copilot runtime with the REAL CopilotKit v2 frontend core (@copilotkit/core with
+// @ag-ui/client), exactly as the React provider does: runtime info auto-detection (GET /info,
+// falling back to the single-route envelope), then runs, connects and stops on the agent proxy.
+//
+// Usage: node agui_client.cjs < command.json > result.json
+//
+// Command: {
+//   runtimeUrl, agentId = "default", threadId?, headers?, properties?, timeoutMs?,
+//   runtimeTransport?: "auto" | "rest" | "single",
+//   proxyAgentId?: an agent id /info does not list, run through a hand-made proxy agent,
+//   tools?: [{name, description, properties: {<arg>: "string"|"number"}, result}],
+//   context?: [{description, value}],
+//   steps: [
+//     {op: "run", message?: {id, content}},          // add the user message, runAgent
+//     {op: "connect"},                                // connectAgent (replay, then live)
+//     {op: "stop", message: {id, content}, afterContentEvents: N},  // run, then stopAgent
+//   ]
+// }
+// Result: {connection, runtimeVersion, transport, steps: [{events, error?}], messages, state,
+//          toolCalls, errors, http: [{method, url, status, requestBody, responseText}]}
+//
+// Everything the libraries print goes to stderr, so stdout stays one JSON document.
+"use strict";
+
+const path = require("node:path");
+
+for (const level of ["log", "info", "warn", "debug"]) {
+  console[level] = (...args) => console.error(`[${level}]`, ...args);
+}
+
+const modules = path.join(__dirname, "node_modules");
+const load = (name) => require(require.resolve(name, { paths: [modules] }));
+
+async function readStdin() {
+  const chunks = [];
+  for await (const chunk of process.stdin) chunks.push(chunk);
+  return JSON.parse(Buffer.concat(chunks).toString("utf8"));
+}
+
+// The core only connects to its runtime in a browser; this is the part of `window` it reads.
+function installMinimalWindow(runtimeUrl) {
+  const origin = new URL(runtimeUrl).origin;
+  globalThis.window = { location: { origin, href: `${origin}/chat` } };
+}
+
+// Every exchange the core makes, with the raw bytes of each answer.
+function recordFetch() {
+  const exchanges = [];
+  const pending = [];
+  const realFetch = globalThis.fetch;
+  globalThis.fetch = async (input, init = {}) => {
+    const url = typeof input === "string" ? input : input.url;
+    const entry = {
+      method: (init.method || "GET").toUpperCase(),
+      url,
+      requestHeaders: Object.fromEntries(new Headers(init.headers || {}).entries()),
+      requestBody: typeof init.body === "string" ? safeJson(init.body) : null,
+    };
+    exchanges.push(entry);
+    try {
+      const response = await realFetch(input, init);
+      entry.status = response.status;
+      entry.contentType = response.headers.get("content-type");
+      pending.push(
+        response
+          .clone()
+          .text()
+          .then((text) => {
+            entry.responseText = text;
+          })
+          .catch((error) => {
+            entry.responseError = String(error);
+          }),
+      );
+      return response;
+    } catch (error) {
+      entry.fetchError = String(error);
+      throw error;
+    }
+  };
+  return { exchanges, settle: () => Promise.allSettled(pending) };
+}
+
+function safeJson(text) {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+function plain(value) {
+  return JSON.parse(JSON.stringify(value ?? null));
+}
+
+function sleep(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function buildTools(specs, z, toolCalls) {
+  return (specs || []).map((spec) => {
+    const shape = {};
+    for (const [name, type] of Object.entries(spec.properties || {})) {
+      shape[name] = type === "number" ? z.number() : z.string();
+    }
+    return {
+      name: spec.name,
+      description: spec.description || "",
+      parameters: z.object(shape),
+      handler: async (args) => {
+        toolCalls.push({ name: spec.name, args: plain(args) });
+        return spec.result ?? "done";
+      },
+    };
+  });
+}
+
+async function waitForAgent(core, agentId, timeoutMs) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const agent = core.getAgent(agentId);
+    if (agent && core.runtimeConnectionStatus === "connected") return agent;
+    if (core.runtimeConnectionStatus === "error") return null;
+    await sleep(20);
+  }
+  return null;
+}
+
+async function runStep(core, agent, step, events) {
+  if (step.op === "connect") {
+    await core.connectAgent({ agent });
+    return;
+  }
+  if (step.message) {
+    agent.addMessage({ id: step.message.id, role: "user", content: step.message.content });
+  }
+  if (step.op === "run") {
+    await core.runAgent({ agent });
+    return;
+  }
+  if (step.op === "stop") {
+    const threshold = step.afterContentEvents ?? 1;
+    const running = core.runAgent({ agent });
+    const deadline = Date.now() + 20000;
+    while (events.filter((e) => e.type === "TEXT_MESSAGE_CONTENT").length < threshold) {
+      if (Date.now() > deadline) throw new Error("no content arrived before the stop");
+      await sleep(5);
+    }
+    core.stopAgent({ agent });
+    await running;
+    return;
+  }
+  throw new Error(`unknown op ${step.op}`);
+}
+
+async function main() {
+  const command = await readStdin();
+  const timeoutMs = command.timeoutMs ?? 15000;
+  installMinimalWindow(command.runtimeUrl);
+  const recorder = recordFetch();
+  const { CopilotKitCore, ProxiedCopilotRuntimeAgent } = load("@copilotkit/core");
+  const { z } = load("zod");
+
+  const toolCalls = [];
+  const errors = [];
+  const core = new CopilotKitCore({
+    runtimeUrl: command.runtimeUrl,
+    runtimeTransport: command.runtimeTransport || "auto",
+    headers: command.headers || {},
+    properties: command.properties || {},
+    tools: buildTools(command.tools, z, toolCalls),
+  });
+  core.subscribe({
+    onError: ({ error, code, context }) => {
+      errors.push({ code, message: error?.message ?? String(error), context: plain(context) });
+    },
+  });
+  for (const entry of command.context || []) core.addContext(entry);
+
+  const result = { steps: [], toolCalls, errors };
+  let agent = await waitForAgent(core, command.agentId || "default", timeoutMs);
+  if (agent && command.proxyAgentId) {
+    agent = new ProxiedCopilotRuntimeAgent({
+      runtimeUrl: command.runtimeUrl,
+      agentId: command.proxyAgentId,
+      transport: core.runtimeTransport,
+      runtimeMode: "sse",
+    });
+  }
+  result.connection = core.runtimeConnectionStatus;
+  result.runtimeVersion = core.runtimeVersion ?? null;
+  result.agents = Object.keys(core.agents || {});
+  if (agent) {
+    if (command.threadId) agent.threadId = command.threadId;
+    result.transport = agent.transport ?? null;
+    for (const step of command.steps || []) {
+      const events = [];
+      const subscription = agent.subscribe({
+        onEvent: ({ event }) => {
+          events.push(plain(event));
+        },
+      });
+      const outcome = { op: step.op, events };
+      try {
+        await runStep(core, agent, step, events);
+      } catch (error) {
+        outcome.error = String(error?.message ?? error);
+      } finally {
+        subscription.unsubscribe();
+      }
+      result.steps.push(outcome);
+    }
+    result.threadId = agent.threadId;
+    result.messages = plain(agent.messages);
+    result.state = plain(agent.state);
+  }
+  await sleep(50);
+  await recorder.settle();
+  result.http = recorder.exchanges;
+  process.stdout.write(JSON.stringify(result));
+}
+
+main().then(
+  () => process.exit(0),
+  (error) => {
+    console.error(error?.stack ?? String(error));
+    process.exit(1);
+  },
+);
