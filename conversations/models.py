@@ -161,6 +161,8 @@ class Run(models.Model):
     output_tokens = models.PositiveIntegerField(default=0)
     cached_input_tokens = models.PositiveIntegerField(default=0)
     reasoning_tokens = models.PositiveIntegerField(default=0)
+    # USD, from the model prices (copilot_runtime.ModelPrice); null when no call was priced.
+    cost = models.DecimalField(max_digits=20, decimal_places=10, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     first_token_at = models.DateTimeField(null=True, blank=True)

@@ -7,9 +7,18 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
-from conversations.models import AgentState, Message, MessageKind, Run, RunEvent, Thread
+from conversations.models import (
+    AgentState,
+    Message,
+    MessageKind,
+    Run,
+    RunEvent,
+    RunStatus,
+    Thread,
+)
+from conversations.services.runs import INTERRUPT_META_EVENT_NAMES
 from conversations.services.threads import thread_is_visible_to
-from copilot_runtime.events import RunError, RunFinished
+from copilot_runtime.events import MetaEvent, RunError, RunFinished
 
 
 @dataclass(frozen=True)
@@ -81,6 +90,14 @@ def agent_state_load(
 ) -> AgentStateLoad:
     """What ``loadAgentState`` answers: the latest state and the thread's messages.
 
+    The same for every agent kind: every state snapshot an agent streams through this runtime
+    (chat engine, Python and LLM agents, remote endpoint and AG-UI agents alike) is stored as
+    it streams, so Postgres holds the newest state this runtime saw. For a remote endpoint
+    agent, Postgres wins over asking its ``/agents/state``: the page loads without a call to a
+    peer that may be slow or down, the messages are the thread's own (with the tool results and
+    states the runtime recorded), and ownership is checked here, where a peer cannot know
+    which caller may read which thread. (agents/remote/state.py can still ask the endpoint.)
+
     Someone else's thread is answered exactly like a thread that does not exist.
     """
     thread = thread_get_for_caller(thread_id=thread_id, user=user)
@@ -93,6 +110,23 @@ def agent_state_load(
         state=latest.state if latest is not None else {},
         messages=thread_messages_as_copilotkit_json(thread=thread),
     )
+
+
+def thread_pending_interrupt(*, thread_id: str) -> list[dict[str, Any]]:
+    """The interrupt a thread waits on: the interrupt meta events (their logged payloads) of
+    its latest finished run when that run ended ``interrupted``; else an empty list."""
+    latest = (
+        Run.objects.filter(thread__thread_id=thread_id, status__in=Run.FINISHED_STATUSES)
+        .order_by("-created_at")
+        .only("id", "status")
+        .first()
+    )
+    if latest is None or latest.status != RunStatus.INTERRUPTED:
+        return []
+    rows = RunEvent.objects.filter(
+        run_id=latest.pk, type=MetaEvent.type, payload__name__in=INTERRUPT_META_EVENT_NAMES
+    ).order_by("seq")
+    return [row.payload for row in rows]
 
 
 # --- runs -------------------------------------------------------------------------------------

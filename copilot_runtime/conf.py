@@ -26,8 +26,26 @@ DEFAULTS: dict[str, Any] = {
     "CORS_ALLOWED_ORIGINS": [],
     # Requests larger than this are refused with 413.
     "MAX_BODY_BYTES": 10 * 1024 * 1024,
-    # Agents besides ``default``: {name: {"description": ..., "kind": ..., ...}}.
+    # Agents besides ``default``: {name: {"description": ..., "kind": ..., ...}}. Kinds (see
+    # agents/runners): ``python`` ({"class": "dotted.PythonAgent"}), ``llm`` ({"instructions",
+    # "model", "tools": [server action names], "frontend_actions": True}), ``remote``
+    # ({"endpoint": a REMOTE_ENDPOINTS name, "agent": its name there}) and ``agui`` ({"url",
+    # "headers", "timeout_seconds"}).
     "AGENTS": {},
+    # CopilotKit remote endpoints (the ``copilotkit`` Python SDK's protocol): a list of
+    # {"name", "url", "headers": {...} or "dotted.path.to.hook", "timeout_seconds",
+    # "offer_actions": True}. Their actions are offered to the chat engine as server actions.
+    "REMOTE_ENDPOINTS": [],
+    # How long an endpoint's POST /info answer is reused (per endpoint and properties).
+    "REMOTE_INFO_TTL_SECONDS": 5.0,
+    # Calls to remote endpoints and AG-UI agents: retries on 408/429/502/503/504 and connection
+    # errors, waiting BASE * 2**n seconds capped at MAX; the connect timeout; the longest silence
+    # tolerated while reading (an agent's own ``timeout_seconds`` overrides it).
+    "REMOTE_RETRIES": 3,
+    "REMOTE_RETRY_BASE_SECONDS": 1.0,
+    "REMOTE_RETRY_MAX_SECONDS": 5.0,
+    "REMOTE_CONNECT_TIMEOUT_SECONDS": 5.0,
+    "REMOTE_READ_TIMEOUT_SECONDS": 120.0,
     # Server-side actions: dotted paths of callables or of action specs.
     "ACTIONS": [],
     # Cap on model calls in one turn's tool loop.
@@ -67,6 +85,39 @@ DEFAULTS: dict[str, Any] = {
     # older than RUN_STALE_SECONDS is failed (its executor died).
     "HEARTBEAT_SECONDS": 2.0,
     "RUN_STALE_SECONDS": 15.0,
+    # Guardrails (copilot_runtime/guardrails): rules from the admin and the request's own
+    # cloud.guardrails lists, checked on the last user message. Off: no rule is even looked up.
+    "GUARDRAILS_ENABLED": True,
+    # ``blocking``: checked before the model runs (a denial costs no model call); ``parallel``:
+    # checked while the model streams (lower latency; a denial stops the model and fails the
+    # streaming message; server actions wait for the verdict either way).
+    "GUARDRAILS_MODE": "blocking",
+    # An evaluator that errors or times out: ``closed`` refuses the message, ``open`` lets it
+    # through; the reason is recorded either way.
+    "GUARDRAILS_FAIL": "closed",
+    # Who checks topic rules (pattern rules are always checked locally): ``local`` (keywords),
+    # ``model`` (a classifier call on the configured model, counted in the run's usage),
+    # ``cloud`` (Copilot Cloud's /guardrails/validate), or ``auto``: cloud when a public API key
+    # is configured (or the request asks for cloud guardrails and sends its key), else the model
+    # unless it is the offline demo model, else local.
+    "GUARDRAILS_EVALUATOR": "auto",
+    # How long the model classifier or Copilot Cloud may take before it counts as failed.
+    "GUARDRAILS_TIMEOUT_SECONDS": 10.0,
+    # The classifier's model; blank: the configured model (OPENAI_MODEL).
+    "GUARDRAILS_MODEL": "",
+    # Copilot Cloud: the public API key (else the request's X-CopilotCloud-Public-API-Key
+    # header), and the API's base URL.
+    "COPILOT_CLOUD_PUBLIC_API_KEY": "",
+    "COPILOT_CLOUD_BASE_URL": "https://api.cloud.copilotkit.ai",
+    # Tracing (copilot_runtime/tracing): every run's spans are stored with it (the cost of its
+    # model calls is recorded either way). Prompt and completion content (tool arguments and
+    # results too) is kept in spans only with TRACE_CONTENT on: it may be sensitive.
+    # OTEL_EXPORTER_OTLP_ENDPOINT (with the ``otel`` extra installed) also exports the spans.
+    "TRACING": True,
+    "TRACE_CONTENT": False,
+    # ``manage.py purge_traces`` deletes run events and spans older than this many days
+    # (messages and agent states are kept).
+    "TRACE_RETENTION_DAYS": 30,
 }
 
 _ENV_PREFIX = "COPILOT_RUNTIME_"

@@ -79,3 +79,87 @@ class GuardrailRule(models.Model):
     @property
     def scope(self) -> str:
         return self.agent_name or "all agents"
+
+
+class ModelPrice(models.Model):
+    """What a model's tokens cost, in USD per million; used for the cost of each model call.
+
+    A row also prices the longer model names that start with its name (a provider's dated
+    snapshot such as ``gpt-4o-mini-2024-07-18``), unless that name has a row of its own.
+    """
+
+    model = models.CharField(max_length=255, unique=True)
+    input_per_million = models.DecimalField(
+        max_digits=12, decimal_places=6, help_text="USD per million input tokens."
+    )
+    cached_input_per_million = models.DecimalField(
+        max_digits=12,
+        decimal_places=6,
+        null=True,
+        blank=True,
+        help_text="USD per million cached input tokens; blank: the input price.",
+    )
+    output_per_million = models.DecimalField(
+        max_digits=12,
+        decimal_places=6,
+        help_text="USD per million output tokens (reasoning tokens included).",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["model"]
+        verbose_name = "model price"
+
+    def __str__(self) -> str:
+        return self.model
+
+
+class GuardrailVerdict(models.TextChoices):
+    ALLOWED = "allowed", "Allowed"
+    DENIED = "denied", "Denied"
+    ERROR = "error", "Evaluator error"
+
+
+class GuardrailEvaluation(models.Model):
+    """One rule checked on one message: who checked it, the verdict, why, and how long it took.
+
+    ``rule`` is empty for the entries of a request's own ``cloud.guardrails`` lists (and for a
+    rule deleted since); the ``rule_*`` columns keep what was checked either way.
+    """
+
+    rule = models.ForeignKey(
+        GuardrailRule,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="evaluations",
+    )
+    run = models.ForeignKey(
+        "conversations.Run",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="guardrail_evaluations",
+    )
+    source = models.CharField(max_length=8, help_text="stored (admin) or request (its lists)")
+    rule_kind = models.CharField(max_length=8, choices=GuardrailRuleKind)
+    rule_match = models.CharField(max_length=8, choices=GuardrailMatch)
+    rule_text = models.TextField()
+    agent_name = models.CharField(max_length=255, blank=True, default="")
+    evaluator = models.CharField(max_length=8, help_text="local, model or cloud")
+    mode = models.CharField(max_length=8, help_text="blocking or parallel")
+    verdict = models.CharField(max_length=8, choices=GuardrailVerdict)
+    # Whether the message matched the rule; empty when the evaluator could not say.
+    matched = models.BooleanField(null=True, blank=True)
+    reason = models.TextField(blank=True, default="")
+    latency_ms = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [
+            models.Index(fields=["rule", "-created_at"], name="guardrail_eval_rule_recent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.verdict}: {self.rule_text[:60]}"

@@ -174,6 +174,12 @@ COPILOT_RUNTIME = {
     "OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY", ""),
     "OPENAI_BASE_URL": os.environ.get("OPENAI_BASE_URL", ""),
     "OPENAI_MODEL": os.environ.get("OPENAI_MODEL", "gpt-4o-mini"),
+    # The TypeScript runtime's own variable names for Copilot Cloud, honoured as well.
+    **{
+        key: os.environ[key]
+        for key in ("COPILOT_CLOUD_PUBLIC_API_KEY", "COPILOT_CLOUD_BASE_URL")
+        if os.environ.get(key)
+    },
 }
 
 # Runs are acknowledged when they end, so a worker that dies mid-turn does not lose them;

@@ -2,7 +2,7 @@
 # `make test`: the whole suite from a fresh clone.
 #
 #   1. installs missing system packages (PostgreSQL, Redis) when running as root on Debian;
-#   2. creates/refreshes .venv with the test extra;
+#   2. creates/refreshes .venv with the test extras (`test`, `test-agents`: the agent peers, `otel`: the OTLP exporter);
 #   3. lints (ruff check), failing fast;
 #   4. starts a throwaway PostgreSQL and Redis on free loopback ports;
 #   5. installs the Node e2e clients (tests/e2e/js/install.sh, when present);
@@ -17,6 +17,7 @@
 #   SKIP_INSTALL=1   use .venv as is (no pip install); system packages are still checked
 #   SKIP_LINT=1      skip `ruff check` (local iteration only; CI always lints)
 #   PG_BIN=/path     directory holding initdb/pg_ctl/psql (default: newest /usr/lib/postgresql/*/bin)
+#   SCREENSHOT_DIR=/path  where browser tests save screenshots (default: artifacts/screenshots)
 set -euo pipefail
 
 # shellcheck source=scripts/lib.sh
@@ -127,8 +128,9 @@ ensure_system_packages() {
         command -v node >/dev/null 2>&1 || missing+=(nodejs)
         command -v npm >/dev/null 2>&1 || missing+=(npm)
     fi
-    # Browser e2e tests (a later issue) add their packages here, e.g.:
-    #   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+    # Browser e2e tests drive Debian's Chromium headless through playwright-core (npm); no
+    # browser is ever downloaded.
+    [ -x /usr/bin/chromium ] || missing+=(chromium)
 
     if [ "${#missing[@]}" -eq 0 ]; then
         log "system packages present (PostgreSQL: $(find_pg_bin), redis-server: $(command -v redis-server))"
@@ -260,6 +262,22 @@ start_redis() {
     log "Redis on 127.0.0.1:$port"
 }
 
+# --- the agent tests' real peers ----------------------------------------------------------------
+
+# The `test-agents` extra (the copilotkit SDK, ag-ui-langgraph, langchain-openai, uvicorn) is
+# installed next to `test`, re-installed when pyproject.toml is newer than its stamp.
+ensure_test_peers() {
+    local stamp="$VENV_DIR/.installed-test-agents"
+    if [ -f "$stamp" ] && [ ! "$REPO_ROOT/pyproject.toml" -nt "$stamp" ]; then
+        log "$VENV_DIR is up to date for '.[test,test-agents,otel]'"
+        return 0
+    fi
+    log "pip install -e '.[test,test-agents,otel]'"
+    (cd "$REPO_ROOT" && "$VENV_PYTHON" -m pip install --quiet -e ".[test,test-agents,otel]") ||
+        die "pip install -e '.[test,test-agents,otel]' failed (see the output above)"
+    touch "$stamp"
+}
+
 # --- main -------------------------------------------------------------------------------------
 
 WORK_DIR="$(mktemp -d /tmp/copilot-test.XXXXXX)"
@@ -273,6 +291,7 @@ if [ -n "${SKIP_INSTALL:-}" ]; then
     require_venv
 else
     ensure_venv test
+    ensure_test_peers
 fi
 phase_end
 
@@ -302,6 +321,8 @@ fi
 # The suite decides per test where Redis and the model upstream are used: never inherit the
 # caller's REDIS_URL, broker or OpenAI credentials.
 unset REDIS_URL CELERY_BROKER_URL OPENAI_API_KEY OPENAI_BASE_URL
+# Browser tests save their screenshots here (artifacts/ is ignored by git).
+export SCREENSHOT_DIR="${SCREENSHOT_DIR:-$REPO_ROOT/artifacts/screenshots}"
 
 phase_begin "pytest"
 set +e

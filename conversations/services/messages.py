@@ -10,7 +10,7 @@ from typing import Any
 from django.db.models import Max
 from django.utils import timezone
 
-from conversations.models import Message, MessageKind, Run, Thread
+from conversations.models import Message, MessageKind, MessageStatus, Run, Thread
 from conversations.services.threads import title_from_text
 from copilot_runtime.engine.request import InputMessage
 
@@ -160,3 +160,17 @@ def messages_store_output(*, run: Run, messages: list[OutputMessage]) -> None:
         )
         position += 1
     Message.objects.bulk_create(rows)
+
+
+DENIED_STATUS_PREFIX = "denied by guardrails: "
+
+
+def message_mark_denied(*, run_id: str, message_id: str, reason: str) -> bool:
+    """Mark a user message the guardrails refused: it stays stored, failed, with the reason
+    (``status_reason`` starts with "denied"). False when no such message is stored."""
+    thread_id = Run.objects.filter(pk=run_id).values("thread_id")[:1]
+    return bool(
+        Message.objects.filter(thread_id=thread_id, message_id=message_id).update(
+            status=MessageStatus.FAILED, status_reason=DENIED_STATUS_PREFIX + reason
+        )
+    )

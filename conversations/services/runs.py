@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import Case, CharField, Exists, F, Value, When
 from django.utils import timezone
 
 from conversations.models import AgentState, Run, RunEvent, RunStatus, Thread, ThreadStatus
@@ -17,6 +17,8 @@ from conversations.services.messages import OutputMessage, messages_store_output
 from copilot_runtime.errors import CopilotKitError, ErrorCode
 
 ACTIVE_STATUSES = (RunStatus.PENDING, RunStatus.RUNNING)
+# Meta events by which an agent pauses for the user (human in the loop, see agents/interrupts.py).
+INTERRUPT_META_EVENT_NAMES = ("LangGraphInterruptEvent", "CopilotKitLangGraphInterruptEvent")
 
 
 class ThreadBusy(CopilotKitError):
@@ -175,9 +177,19 @@ def run_finish(
 ) -> None:
     now = timezone.now()
     extra: dict[str, Any] = {"limit_trips": limit_trips} if limit_trips else {}
+    run_status: Any = status
+    thread_status: Any = (
+        ThreadStatus.INTERRUPTED if status == RunStatus.INTERRUPTED else ThreadStatus.IDLE
+    )
+    if status == RunStatus.SUCCEEDED:
+        # A run whose agent paused for the user (an interrupt in its log) ends interrupted, and
+        # so does its thread, until a request answers it; decided in the same statements.
+        paused = _interrupt_logged(run_id)
+        run_status = _if(paused, RunStatus.INTERRUPTED, status)
+        thread_status = _if(paused, ThreadStatus.INTERRUPTED, ThreadStatus.IDLE)
     Run.objects.filter(pk=run_id).update(
         **extra,
-        status=status,
+        status=run_status,
         error_code=error_code,
         error_details=error_details,
         finished_at=now,
@@ -186,7 +198,20 @@ def run_finish(
         cached_input_tokens=F("cached_input_tokens") + usage.cached_input_tokens,
         reasoning_tokens=F("reasoning_tokens") + usage.reasoning_tokens,
     )
-    thread_status = (
-        ThreadStatus.INTERRUPTED if status == RunStatus.INTERRUPTED else ThreadStatus.IDLE
-    )
     Thread.objects.filter(runs__id=run_id).update(status=thread_status, updated_at=now)
+
+
+def _interrupt_logged(run_id: str) -> Exists:
+    return Exists(
+        RunEvent.objects.filter(
+            run_id=run_id, type="meta_event", payload__name__in=INTERRUPT_META_EVENT_NAMES
+        )
+    )
+
+
+def _if(condition: Exists, then: str, otherwise: str) -> Case:
+    return Case(
+        When(condition, then=Value(str(then))),
+        default=Value(str(otherwise)),
+        output_field=CharField(),
+    )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -80,6 +80,6 @@ class ModelAdapter(Protocol):
     name: str
     default_model: str
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
+    def stream(self, request: ModelRequest) -> AsyncGenerator[ModelChunk, None]:
         """Stream one model call. Cancelling the iteration closes the upstream request."""
         ...

@@ -8,7 +8,7 @@ client executes it and sends a follow-up request), or the iteration cap is reach
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,6 +97,9 @@ class ChatTurn:
     policy: LoopPolicy | None = None
     tool_breaker: ToolBreaker = field(default_factory=ToolBreaker)
     empty_calls_breaker: EmptyCallsBreaker = field(default_factory=EmptyCallsBreaker)
+    # Awaited before any server action executes (guardrails in parallel mode: it raises when
+    # the message is denied, so no action of a denied message ever runs).
+    before_server_action: Callable[[], Awaitable[None]] | None = None
 
     async def events(self) -> AsyncIterator[Event]:
         policy = self.policy or LoopPolicy(max_iterations=self.max_iterations)
@@ -195,6 +198,8 @@ class ChatTurn:
         state: dict[str, Any],
     ) -> AsyncIterator[Event]:
         """Run one server action (through the tool-level breaker) and feed its result back."""
+        if self.before_server_action is not None:
+            await self.before_server_action()
         arguments = call.arguments_text
         count = self.tool_breaker.tripped(call.name, arguments)
         if count:

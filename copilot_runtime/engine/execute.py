@@ -18,6 +18,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
+from agents.runners import agent_turn_events, turn_server_actions
 from conversations.models import RunStatus
 from conversations.services.runs import (
     RunOutcome,
@@ -27,7 +28,6 @@ from conversations.services.runs import (
 )
 from copilot_runtime.adapters import adapter_from_settings
 from copilot_runtime.conf import runtime_setting
-from copilot_runtime.engine.actions import server_actions_from_settings
 from copilot_runtime.engine.breakers import EmptyCallsBreaker, ToolBreaker
 from copilot_runtime.engine.chat import ChatTurn, chat_turn_events
 from copilot_runtime.engine.hooks import RequestHookContext, call_after_request
@@ -37,6 +37,9 @@ from copilot_runtime.engine.relay import CANCEL_MESSAGE, announce_batch, run_con
 from copilot_runtime.engine.request import TurnRequest
 from copilot_runtime.errors import CopilotKitError
 from copilot_runtime.events import Event, RunError, RunFinished
+from copilot_runtime.guardrails.errors import interrupted_message_reason, is_denial
+from copilot_runtime.guardrails.gate import ServerActionCheck, run_guarded
+from copilot_runtime.tracing.tracer import RunTracer
 
 logger = logging.getLogger(__name__)
 
@@ -173,10 +176,15 @@ async def run_execute(
     adapter = adapter_from_settings()
     model = request.forwarded.model or adapter.default_model
     recorder = RunRecorder(run_id=run_id, thread_id=thread_id, agent_name=request.agent_name)
+    # Best effort: the tracer never raises, and writes its spans after the run's end.
+    tracer = RunTracer.for_run(
+        run_id=run_id, thread_id=thread_id, request=request, model=model, provider=adapter.name
+    )
     flusher = _Flusher(recorder, interval=float(runtime_setting("EVENT_FLUSH_MS")) / 1000)
 
     def emit(event: Event) -> None:
         recorder.observe(event)
+        tracer.observe(event)
         if publish is not None:
             publish(event)
         flusher.poke()
@@ -187,9 +195,11 @@ async def run_execute(
         still busy."""
         finished = RunFinished(status=str(outcome.status))
         recorder.observe(finished)
+        tracer.observe(finished)
         await flusher.close(outcome)
         if publish is not None:
             publish(finished)
+        await tracer.finish()
 
     try:
         started = await sync_to_async(run_mark_running)(run_id=run_id, model=model)
@@ -205,11 +215,18 @@ async def run_execute(
         return str(RunStatus.CANCELLED)
 
     turn_task = asyncio.create_task(
-        _turn(
-            emit=emit,
+        run_guarded(
             request=request,
+            run_id=run_id,
             adapter=adapter,
-            recorder_first_token_pending=lambda: recorder.first_token_pending,
+            emit=emit,
+            turn=lambda before_server_action: _turn(
+                emit=emit,
+                request=request,
+                adapter=adapter,
+                recorder_first_token_pending=lambda: recorder.first_token_pending,
+                before_server_action=before_server_action,
+            ),
         )
     )
     watchdog = _Watchdog(run_id, turn_task)
@@ -233,6 +250,8 @@ async def run_execute(
             )
         if recorder.error is not None:
             status = RunStatus.FAILED
+        elif recorder.interrupted:
+            status = RunStatus.INTERRUPTED
     except asyncio.CancelledError:
         # Stopped (client gone, stop requested, admin): what was produced so far is kept.
         turn_task.cancel()
@@ -250,6 +269,8 @@ async def run_execute(
         await watchdog.stop()
 
     reason = CANCELLED_REASON if status == RunStatus.CANCELLED else STREAM_ERROR_REASON
+    if recorder.error is not None and is_denial(recorder.error):
+        reason = interrupted_message_reason(recorder.error)
     recorder.close_open_messages(reason=reason)
     error = recorder.error
     await finish(
@@ -282,21 +303,30 @@ async def _turn(
     request: TurnRequest,
     adapter: Any,
     recorder_first_token_pending: Callable[[], bool],
+    before_server_action: ServerActionCheck | None = None,
 ) -> None:
-    policy = loop_policy_for(request.agent_name)
-    turn = ChatTurn(
-        request=request,
-        adapter=adapter,
-        server_actions=server_actions_from_settings(),
-        max_iterations=policy.max_iterations,
-        policy=policy,
-        tool_breaker=ToolBreaker(threshold=int(runtime_setting("TOOL_FAILURE_LIMIT"))),
-        empty_calls_breaker=EmptyCallsBreaker(
-            threshold=int(runtime_setting("EMPTY_TOOL_CALL_LIMIT"))
-        ),
+    # An agent other than the chat engine (python, llm, remote, agui) streams its runner's
+    # events (agents/runners); the chat engine also offers the remote endpoints' actions.
+    events = agent_turn_events(
+        request=request, adapter=adapter, before_server_action=before_server_action
     )
+    if events is None:
+        policy = loop_policy_for(request.agent_name)
+        turn = ChatTurn(
+            request=request,
+            adapter=adapter,
+            server_actions=await turn_server_actions(request),
+            max_iterations=policy.max_iterations,
+            policy=policy,
+            tool_breaker=ToolBreaker(threshold=int(runtime_setting("TOOL_FAILURE_LIMIT"))),
+            empty_calls_breaker=EmptyCallsBreaker(
+                threshold=int(runtime_setting("EMPTY_TOOL_CALL_LIMIT"))
+            ),
+            before_server_action=before_server_action,
+        )
+        events = chat_turn_events(turn)
     first_token_pending = False
-    async for event in chat_turn_events(turn):
+    async for event in events:
         emit(event)
         if not first_token_pending and recorder_first_token_pending():
             first_token_pending = True

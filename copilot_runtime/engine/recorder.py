@@ -15,7 +15,7 @@ import orjson
 from django.utils import timezone
 
 from conversations.services.messages import OutputMessage
-from conversations.services.runs import LoggedEvent, Usage
+from conversations.services.runs import INTERRUPT_META_EVENT_NAMES, LoggedEvent, Usage
 from copilot_runtime.events import (
     ActionArgs,
     ActionEnd,
@@ -25,7 +25,9 @@ from copilot_runtime.events import (
     Event,
     GenerationEnd,
     GenerationStart,
+    GuardrailDecision,
     LimitTrip,
+    MetaEvent,
     RunError,
     TextDelta,
     TextEnd,
@@ -70,6 +72,8 @@ class RunRecorder:
     usage: Usage = field(default_factory=Usage)
     model: str = ""
     error: RunError | None = None
+    # The agent paused for the user (an interrupt meta event): the run ends ``interrupted``.
+    interrupted: bool = False
     limit_trips: list[dict[str, Any]] = field(default_factory=list)
     first_token_at: dt.datetime | None = None
     output: list[OutputMessage] = field(default_factory=list)
@@ -144,8 +148,17 @@ class RunRecorder:
             self.usage.output_tokens += event.output_tokens
             self.usage.cached_input_tokens += event.cached_input_tokens
             self.usage.reasoning_tokens += event.reasoning_tokens
+        elif kind is GuardrailDecision:
+            # A guardrails classifier's model call is part of the run's usage.
+            self.usage.input_tokens += event.input_tokens
+            self.usage.output_tokens += event.output_tokens
+            self.usage.cached_input_tokens += event.cached_input_tokens
+            self.usage.reasoning_tokens += event.reasoning_tokens
         elif kind is RunError:
             self.error = event
+        elif kind is MetaEvent:
+            if event.name in INTERRUPT_META_EVENT_NAMES:
+                self.interrupted = True
         elif kind is LimitTrip:
             self.limit_trips.append(event.to_payload())
 

@@ -68,9 +68,14 @@ class TurnRequest:
     properties: dict[str, Any] = field(default_factory=dict)
     frontend_url: str | None = None
     cloud: dict[str, Any] | None = None
+    # The client's X-CopilotCloud-Public-API-Key header (guardrails may use Copilot Cloud).
+    cloud_public_api_key: str = ""
     # The agent's state when the turn starts: the latest persisted snapshot, overridden by
     # the state the client sent for this agent.
     state: dict[str, Any] = field(default_factory=dict)
+    # The caller's Authorization and custom x-* headers (minus a deny-list), forwarded to
+    # AG-UI agents as the TypeScript runtime does.
+    forwarded_headers: dict[str, str] = field(default_factory=dict)
 
 
 def _parse_datetime(raw: Any) -> dt.datetime | None:

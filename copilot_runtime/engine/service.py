@@ -59,12 +59,11 @@ class StartedTurn:
 
 
 def check_agent_runnable(*, agent_name: str) -> None:
-    agent = agent_get(agent_name)
-    if agent.kind != "chat":
-        raise CopilotKitError(
-            f"Agent '{agent_name}' is of kind '{agent.kind}', which this runtime cannot run yet.",
-            code=ErrorCode.CONFIGURATION_ERROR,
-        )
+    """AGENT_NOT_FOUND for an unknown agent, CONFIGURATION_ERROR for one whose settings
+    cannot run (agents/runners checks each kind's)."""
+    from agents.runners import check_agent_runnable as check_agent_settings
+
+    check_agent_settings(agent_get(agent_name))
 
 
 def agent_state_for_turn(*, thread: Thread, request: TurnRequest) -> dict[str, Any]:

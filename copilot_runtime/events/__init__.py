@@ -115,6 +115,30 @@ class GenerationEnd(Event):
 
 
 @dataclass(slots=True)
+class GuardrailDecision(Event):
+    """The guardrails' verdict on the turn's last user message (copilot_runtime/guardrails).
+
+    Carries the usage of the model call a classifier made, which counts in the run's usage
+    like a generation's (it is not a ``generation_*`` pair: in parallel mode it would overlap
+    the turn's own model call).
+    """
+
+    type: ClassVar[str] = "guardrail_decision"
+    denied: bool
+    reason: str = ""
+    name: str = "input"
+    mode: str = "blocking"
+    evaluators: str = ""  # comma-separated: local, model, cloud
+    rules: int = 0
+    latency_ms: int = 0
+    model: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
+
+
+@dataclass(slots=True)
 class LimitTrip(Event):
     """A loop limit or circuit breaker tripped (recorded on the run, visible in the admin)."""
 
@@ -152,6 +176,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         MetaEvent,
         GenerationStart,
         GenerationEnd,
+        GuardrailDecision,
         LimitTrip,
         RunError,
         RunFinished,

@@ -13,6 +13,7 @@ from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from copilot_runtime.agui import views as agui_views
 from copilot_runtime.auth import AuthenticationFailed, resolve_caller
 from copilot_runtime.http.body import JsonBody, check_json_body
 from copilot_runtime.http.graphql_http import (
@@ -59,10 +60,9 @@ async def _dispatch(request: HttpRequest) -> HttpResponse:
             return graphql_auth_error(exc)
         return await serve_graphql(request, body=body, caller=caller)
 
-    method = body.get("method")
-    return json_error(400, "invalid_request", f"Unsupported method '{method}'")
+    return await agui_views.serve_envelope(request, body)
 
 
 @csrf_exempt
 async def copilotkit_subpath(request: HttpRequest, subpath: str) -> HttpResponse:
-    return json_error(404, "Not found")
+    return await agui_views.serve_subpath(request, subpath)

@@ -31,6 +31,7 @@ from copilot_runtime.events import (
     TextEnd,
     TextStart,
 )
+from copilot_runtime.guardrails.errors import denial_reason, interrupted_message_reason, is_denial
 
 ROOT = "generateCopilotResponse"
 STREAM_ERROR_REASON = "Error streaming message content"
@@ -43,6 +44,9 @@ _SUCCESS_RESPONSE_STATUS = {"code": "Success", "__typename": "SuccessResponseSta
 _CLIENT_CODES = {
     "UPSTREAM_UNREACHABLE": ErrorCode.NETWORK_ERROR,
     "UPSTREAM_TIMEOUT": ErrorCode.NETWORK_ERROR,
+    # An agent's remote endpoint or AG-UI server (agents/peer_http.py).
+    "AGENT_ENDPOINT_UNREACHABLE": ErrorCode.NETWORK_ERROR,
+    "AGENT_ENDPOINT_TIMEOUT": ErrorCode.NETWORK_ERROR,
 }
 
 
@@ -90,6 +94,14 @@ _INTERRUPTED_CODES = frozenset({"WORKER_LOST"})
 
 
 def failed_response_status(error: RunError) -> dict[str, Any]:
+    if is_denial(error):
+        # As the TypeScript runtime answers a Copilot Cloud guardrails denial.
+        return {
+            "code": "Failed",
+            "__typename": "FailedResponseStatus",
+            "reason": "GUARDRAILS_VALIDATION_FAILED",
+            "details": {"guardrailsReason": denial_reason(error)},
+        }
     if error.code in _INTERRUPTED_CODES:
         return {
             "code": "Failed",
@@ -114,6 +126,13 @@ def failed_response_status(error: RunError) -> dict[str, Any]:
             },
         },
     }
+
+
+def open_message_failure_reason(error: RunError | None, *, cancelled: bool) -> str:
+    """The ``FailedMessageStatus`` reason of a message still streaming when the run ended."""
+    if error is not None and is_denial(error):
+        return interrupted_message_reason(error)
+    return CANCELLED_REASON if cancelled else STREAM_ERROR_REASON
 
 
 @dataclass
@@ -180,13 +199,7 @@ class V1Encoder:
                 entries.append(self._item(self._agent_state_item(event)))
                 entries.append(self._status(self.messages_sent - 1, "AgentStateMessageOutput"))
             elif kind is MetaEvent:
-                entries.append(
-                    {
-                        "items": [self._meta_event_item(event)],
-                        "path": [ROOT, "metaEvents", self.meta_events_sent],
-                    }
-                )
-                self.meta_events_sent += 1
+                entries.extend(self._meta_event_entries(event))
             elif kind is RunError:
                 self.error = event
             elif kind is RunFinished:
@@ -216,7 +229,7 @@ class V1Encoder:
 
     def _finish(self) -> list[dict[str, Any]]:
         entries: list[dict[str, Any]] = []
-        reason = CANCELLED_REASON if self.cancelled else STREAM_ERROR_REASON
+        reason = open_message_failure_reason(self.error, cancelled=self.cancelled)
         failed = {"code": "Failed", "reason": reason, "__typename": "FailedMessageStatus"}
         for key in list(self.open_streams):
             self._close(entries, key, failed)
@@ -282,14 +295,95 @@ class V1Encoder:
             "role": event.role,
         }
 
-    @staticmethod
-    def _meta_event_item(event: MetaEvent) -> dict[str, Any]:
-        return {
-            "type": "MetaEvent",
-            "name": event.name,
-            "value": event.value if isinstance(event.value, str) else _json(event.value),
-            "__typename": event.name,
+    def _meta_event_entries(self, event: MetaEvent) -> list[dict[str, Any]]:
+        """Interrupts go in ``metaEvents``, as in the TypeScript runtime; other meta events
+        (an AG-UI custom event, a LangGraph exit) stay in the run's log only."""
+        name = INTERRUPT_ALIASES.get(event.name, event.name)
+        index = self.meta_events_sent
+        path = [ROOT, "metaEvents", index]
+        if name == LANGGRAPH_INTERRUPT:
+            item = {
+                "type": "MetaEvent",
+                "name": name,
+                "value": meta_text(event.value),
+                "__typename": name,
+            }
+            entries = [{"items": [item], "path": path}]
+        elif name == COPILOTKIT_INTERRUPT:
+            data = event.data or {}
+            messages = [m for m in data.get("messages") or [] if isinstance(m, dict)]
+            items = [interrupt_message_item(message) for message in messages]
+            item = {
+                "type": "MetaEvent",
+                "name": name,
+                "data": {
+                    "messages": [entry for entry, _ in items],
+                    "value": meta_text(data.get("value")),
+                    "__typename": "CopilotKitLangGraphInterruptEventData",
+                },
+                "__typename": name,
+            }
+            entries = [{"items": [item], "path": path}]
+            # The messages' statuses are deferred fragments: patches after the item.
+            entries.extend(
+                {
+                    "data": {"status": _SUCCESS_MESSAGE_STATUS, "__typename": typename},
+                    "path": [*path, "data", "messages", position],
+                }
+                for position, (_, typename) in enumerate(items)
+            )
+        else:
+            return []
+        self.meta_events_sent += 1
+        return entries
+
+
+LANGGRAPH_INTERRUPT = "LangGraphInterruptEvent"
+COPILOTKIT_INTERRUPT = "CopilotKitLangGraphInterruptEvent"
+# The raw LangGraph event name the TypeScript runtime also streams as a plain interrupt.
+INTERRUPT_ALIASES = {"on_interrupt": LANGGRAPH_INTERRUPT}
+
+
+def meta_text(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else _json(value)
+
+
+def interrupt_message_item(message: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """One message shown with a CopilotKit interrupt: a tool call (it has ``arguments``), a
+    tool result (``result``) or a text; whole, since the document does not stream them."""
+    base = {"id": str(message.get("id") or f"ck-{uuid.uuid4()}"), "createdAt": iso_now()}
+    parent = message.get("parentMessageId")
+    if "arguments" in message or ("name" in message and "content" not in message):
+        arguments = message.get("arguments")
+        typename = "ActionExecutionMessageOutput"
+        item = {
+            "__typename": typename,
+            **base,
+            "name": str(message.get("name") or ""),
+            "arguments": [arguments if isinstance(arguments, str) else _json(arguments or {})],
+            "parentMessageId": parent,
         }
+    elif "result" in message:
+        typename = "ResultMessageOutput"
+        item = {
+            "__typename": typename,
+            **base,
+            "result": meta_text(message.get("result")),
+            "actionExecutionId": str(message.get("actionExecutionId") or ""),
+            "actionName": str(message.get("actionName") or ""),
+        }
+    else:
+        typename = "TextMessageOutput"
+        item = {
+            "__typename": typename,
+            **base,
+            "content": [meta_text(message.get("content"))],
+            "role": str(message.get("role") or "assistant"),
+            "parentMessageId": parent,
+        }
+    return item, typename
 
 
 def _json(value: Any) -> str:

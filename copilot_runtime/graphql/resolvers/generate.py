@@ -31,9 +31,13 @@ from copilot_runtime.events import (
 )
 from copilot_runtime.graphql.context import RuntimeContext
 from copilot_runtime.graphql.fastpath.encoder import (
-    CANCELLED_REASON,
-    STREAM_ERROR_REASON,
+    COPILOTKIT_INTERRUPT,
+    INTERRUPT_ALIASES,
+    LANGGRAPH_INTERRUPT,
     failed_response_status,
+    interrupt_message_item,
+    meta_text,
+    open_message_failure_reason,
 )
 from copilot_runtime.graphql.types.enums import FailedResponseStatusReason, MessageRole
 from copilot_runtime.graphql.types.messages import (
@@ -41,7 +45,11 @@ from copilot_runtime.graphql.types.messages import (
     ResultMessageOutput,
     TextMessageOutput,
 )
-from copilot_runtime.graphql.types.meta_events import LangGraphInterruptEvent
+from copilot_runtime.graphql.types.meta_events import (
+    CopilotKitLangGraphInterruptEvent,
+    CopilotKitLangGraphInterruptEventData,
+    LangGraphInterruptEvent,
+)
 from copilot_runtime.graphql.types.responses import (
     CopilotResponse,
     ExtensionsResponse,
@@ -55,12 +63,15 @@ from copilot_runtime.graphql.types.statuses import (
 )
 
 _END = object()
+# Lower-cased, as RuntimeContext.headers holds them.
+CLOUD_PUBLIC_API_KEY_HEADER = "x-copilotcloud-public-api-key"
 
 
 async def start_v1_turn(
     *, context: RuntimeContext, data: dict[str, Any], properties: dict[str, Any] | None
 ) -> tuple[StartedTurn, TurnRequest]:
     request = parse_generate_input(data, properties)
+    request.cloud_public_api_key = context.headers.get(CLOUD_PUBLIC_API_KEY_HEADER, "")
     started = await turn_start(user=context.user, request=request, protocol="graphql")
     return started, request
 
@@ -166,11 +177,13 @@ class _Pump:
                 )
             )
         elif isinstance(event, MetaEvent):
-            self.meta_events.put_nowait(LangGraphInterruptEvent(value=str(event.value or "")))
+            meta = _interrupt_meta_event(event)
+            if meta is not None:  # other meta events stay in the run's log only
+                self.meta_events.put_nowait(meta)
 
     def _finish(self, error: RunError | None, *, cancelled: bool) -> None:
         self.finished = True
-        reason = CANCELLED_REASON if cancelled else STREAM_ERROR_REASON
+        reason = open_message_failure_reason(error, cancelled=cancelled)
         for key in list(self._chunks):
             self._close(key, FailedMessageStatus(reason=reason))
         self.messages.put_nowait(_END)
@@ -188,6 +201,60 @@ class _Pump:
                 reason=FailedResponseStatusReason[wire["reason"]], details=wire["details"]
             )
         )
+
+
+def _interrupt_meta_event(event: MetaEvent) -> Any:
+    """The GraphQL object of an interrupt, as the fast path encodes it (see its encoder)."""
+    name = INTERRUPT_ALIASES.get(event.name, event.name)
+    if name == LANGGRAPH_INTERRUPT:
+        return LangGraphInterruptEvent(value=meta_text(event.value))
+    if name != COPILOTKIT_INTERRUPT:
+        return None
+    data = event.data or {}
+    now = dt.datetime.now(dt.UTC)
+    messages: list[Any] = []
+    for raw in data.get("messages") or []:
+        if not isinstance(raw, dict):
+            continue
+        item, typename = interrupt_message_item(raw)
+        if typename == "ActionExecutionMessageOutput":
+            messages.append(
+                ActionExecutionMessageOutput(
+                    id=item["id"],
+                    created_at=now,
+                    name=item["name"],
+                    parent_message_id=item["parentMessageId"],
+                    arguments_source=item["arguments"],
+                    status_source=SuccessMessageStatus(),
+                )
+            )
+        elif typename == "ResultMessageOutput":
+            messages.append(
+                ResultMessageOutput(
+                    id=item["id"],
+                    created_at=now,
+                    action_execution_id=item["actionExecutionId"],
+                    action_name=item["actionName"],
+                    result=item["result"],
+                    status_source=SuccessMessageStatus(),
+                )
+            )
+        else:
+            messages.append(
+                TextMessageOutput(
+                    id=item["id"],
+                    created_at=now,
+                    role=MessageRole(item["role"]),
+                    parent_message_id=item.get("parentMessageId"),
+                    content_source=item["content"],
+                    status_source=SuccessMessageStatus(),
+                )
+            )
+    return CopilotKitLangGraphInterruptEvent(
+        data=CopilotKitLangGraphInterruptEventData(
+            value=meta_text(data.get("value")), messages=messages
+        )
+    )
 
 
 def _extensions(extensions: dict[str, Any] | None) -> ExtensionsResponse | None:
