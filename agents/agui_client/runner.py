@@ -121,7 +121,10 @@ async def agui_agent_events(spec: AgentSpec, turn: TurnContext) -> AsyncIterator
         thread_id=turn.thread_id, agent_name=spec.name, state=dict(request.state)
     )
     stream = AgentStream(
-        thread_id=turn.thread_id, agent_name=spec.name, server_actions=server_actions
+        thread_id=turn.thread_id,
+        agent_name=spec.name,
+        server_actions=server_actions,
+        before_server_action=turn.before_server_action,
     )
     async for event in normalized_events(_sse_events(peer, body, context, mapper), stream):
         yield event

@@ -176,6 +176,8 @@ class AgentContext:
             raise KeyError(f"no server action named {name!r}")
         call_id = new_id()
         raw = orjson.dumps(arguments).decode()
+        if self.before_server_action is not None:
+            await self.before_server_action()
         outcome = await action_execute(action=action, raw_arguments=raw)
         events: tuple[Event, ...] = (
             ActionStart(action_execution_id=call_id, action_name=name),

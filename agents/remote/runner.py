@@ -158,7 +158,10 @@ async def remote_agent_events(spec: AgentSpec, turn: TurnContext) -> AsyncIterat
         agent_name=spec.name,
     )
     stream = AgentStream(
-        thread_id=turn.thread_id, agent_name=spec.name, server_actions=await turn.server_actions()
+        thread_id=turn.thread_id,
+        agent_name=spec.name,
+        server_actions=await turn.server_actions(),
+        before_server_action=turn.before_server_action,
     )
     source = json_line_events(endpoint, path="agents/execute", body=body, context=context)
     async for event in normalized_events(source, stream):

@@ -20,7 +20,7 @@ each message started once and ended once, so this layer:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from agents.interrupts import LANGGRAPH_INTERRUPT, RAW_INTERRUPT_NAME
@@ -53,6 +53,8 @@ class AgentStream:
     agent_name: str
     # Server actions offered to the agent: executed here when it calls them.
     server_actions: dict[str, ServerAction] = field(default_factory=dict)
+    # Awaited before any of them runs (guardrails in parallel mode: raises on a denial).
+    before_server_action: Callable[[], Awaitable[None]] | None = None
     _open_text: str | None = None
     _closed_texts: set[str] = field(default_factory=set)
     _calls: dict[str, _Call] = field(default_factory=dict)
@@ -148,10 +150,10 @@ def flatten(item: Event | Iterable[Event]) -> Iterable[Event]:
 
 
 async def normalized_events(
-    source: AsyncIterator[Event | Iterable[Event]], stream: AgentStream
+    source: AsyncGenerator[Event | Iterable[Event], None], stream: AgentStream
 ) -> AsyncIterator[Event]:
     """``source``'s events made well-formed (see the module docstring); stops at a RunError."""
-    async with contextlib.aclosing(source):  # type: ignore[type-var]
+    async with contextlib.aclosing(source):
         async for item in source:
             for raw in flatten(item):
                 for event in stream.accept(raw):
@@ -173,6 +175,8 @@ async def _server_result(stream: AgentStream, call_id: str) -> AsyncIterator[Eve
     if found is None:
         return
     action, arguments = found
+    if stream.before_server_action is not None:
+        await stream.before_server_action()
     outcome = await action_execute(action=action, raw_arguments=arguments)
     yield ActionResult(
         action_execution_id=call_id,

@@ -4,6 +4,7 @@ the normalising layer every agent stream goes through."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ from agents.agui_client.events import AguiEventMapper
 from agents.remote.langgraph_events import LangGraphEventMapper
 from agents.remote.runtime_events import runtime_event_line
 from agents.runners.stream import AgentStream, normalized_events
-from copilot_runtime.engine.actions import server_action
+from copilot_runtime.engine.actions import action_from_object, server_action
 from copilot_runtime.events import (
     ActionArgs,
     ActionEnd,
@@ -326,7 +327,7 @@ def test_agui_run_error() -> None:
 
 
 async def _normalized(events: list[Event], stream: AgentStream) -> list[Event]:
-    async def source():  # type: ignore[no-untyped-def]
+    async def source() -> AsyncGenerator[Any, None]:
         for event in events:
             yield event
 
@@ -413,3 +414,33 @@ def test_interrupt_names_agree_with_the_run_status_rule(name: str) -> None:
 
     assert name in INTERRUPT_EVENT_NAMES
     assert INTERRUPT_EVENT_NAMES == INTERRUPT_META_EVENT_NAMES
+
+
+async def test_an_agents_server_action_waits_for_the_guardrails_verdict() -> None:
+    """In parallel guardrail mode a denied message must not run any server action."""
+    executed: list[str] = []
+
+    def add(a: int, b: int) -> int:
+        executed.append("add")
+        return a + b
+
+    class Denied(Exception):
+        pass
+
+    async def deny() -> None:
+        raise Denied
+
+    stream = AgentStream(
+        thread_id="t",
+        agent_name="agent",
+        server_actions={"add": action_from_object(add)},
+        before_server_action=deny,
+    )
+    events = [
+        ActionStart(action_execution_id="c1", action_name="add"),
+        ActionArgs(action_execution_id="c1", delta='{"a": 1, "b": 2}'),
+        ActionEnd(action_execution_id="c1"),
+    ]
+    with pytest.raises(Denied):
+        await _normalized(events, stream)
+    assert executed == []
