@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from conversations.models import Run, RunEvent, Span
+from conversations.models import Run, RunEvent, RunStatus, Span, ThreadStatus
 
 RUNS_PER_STEP = 200
 
@@ -50,7 +50,11 @@ def traces_purge(
     """Delete the run events and spans of finished runs created before ``now - older_than``
     (with ``dry_run``, only count them)."""
     cutoff = (now or timezone.now()) - older_than
-    old_runs = Run.objects.filter(status__in=Run.FINISHED_STATUSES, created_at__lt=cutoff)
+    # An interrupted run whose thread still waits for the answer keeps its log: the pending
+    # interrupt is read from it.
+    old_runs = Run.objects.filter(status__in=Run.FINISHED_STATUSES, created_at__lt=cutoff).exclude(
+        status=RunStatus.INTERRUPTED, thread__status=ThreadStatus.INTERRUPTED
+    )
     result = PurgeResult()
     last: tuple[dt.datetime, str] | None = None
     while True:

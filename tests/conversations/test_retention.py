@@ -141,3 +141,15 @@ def test_the_command_with_retention_switched_off_purges_nothing(runs: dict[str, 
 def test_the_command_refuses_bad_arguments(arguments: list[str]) -> None:
     with pytest.raises(CommandError):
         call_command("purge_traces", *arguments)
+
+
+def test_a_pending_interrupts_log_is_kept() -> None:
+    waiting = Thread.objects.create(thread_id="waiting", status="interrupted")
+    answered = Thread.objects.create(thread_id="answered", status="idle")
+    _run(waiting, "pending-interrupt", days_old=90, status="interrupted")
+    _run(answered, "old-interrupt", days_old=90, status="interrupted")
+
+    traces_purge(older_than=dt.timedelta(days=30), batch_size=10)
+
+    assert _left("pending-interrupt") == (3, 2)
+    assert _left("old-interrupt") == (0, 0)
