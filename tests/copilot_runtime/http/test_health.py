@@ -42,7 +42,7 @@ def test_readyz_is_503_when_redis_is_down(client: Client) -> None:
 def test_readyz_is_ok_with_a_live_redis(client: Client) -> None:
     redis_url = os.environ.get("TEST_REDIS_URL")
     if not redis_url:
-        pytest.skip("TEST_REDIS_URL is not set (run the suite with scripts/test.sh)")
+        pytest.fail("TEST_REDIS_URL is not set (run the suite with scripts/test.sh)")
 
     with override_settings(REDIS_URL=redis_url):
         response = client.get("/readyz")
