@@ -1,5 +1,5 @@
-"""ASGI entry point: Django handles HTTP (so a client abort cancels the view); the websocket
-scope is GraphQL over websockets (``copilot_runtime.ws``)."""
+"""ASGI entry point: the two hot endpoints in front of Django (``http/front.py``), Django for
+every other HTTP request, and GraphQL over websockets (``copilot_runtime.ws``)."""
 
 import os
 
@@ -11,6 +11,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "copilot_runtime.settings")
 django_asgi_app = get_asgi_application()
 
 # Imported after Django is set up: the websocket application imports models.
+from copilot_runtime.http.front import RuntimeFront  # noqa: E402
 from copilot_runtime.ws.routing import websocket_application  # noqa: E402
 
-application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": websocket_application()})
+application = ProtocolTypeRouter(
+    {"http": RuntimeFront(django_asgi_app), "websocket": websocket_application()}
+)

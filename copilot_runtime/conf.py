@@ -79,8 +79,24 @@ DEFAULTS: dict[str, Any] = {
     "OPENAI_MODEL": "gpt-4o-mini",
     "OPENAI_TIMEOUT_SECONDS": 60.0,
     "OPENAI_MAX_RETRIES": 2,
-    # Event log batching: flush coalesced deltas after this many milliseconds.
+    # Event log batching: flush coalesced deltas after this many milliseconds while another
+    # process relays the run (Celery), and after INLINE_EVENT_FLUSH_MS while the process
+    # executing it streams it itself (the log is then only read by clients that re-attach).
     "EVENT_FLUSH_MS": 30,
+    "INLINE_EVENT_FLUSH_MS": 250,
+    # The turn's storage path (conversations/store): ``auto`` is raw SQL on PostgreSQL's async
+    # pool and the ORM on one writer thread elsewhere; ``orm`` forces the ORM everywhere.
+    "TURN_STORE": "auto",
+    # The hot endpoints remember a bearer token's or a session's user this long (seconds): a
+    # revoked token or a logged-out session is refused once it has passed.
+    "AUTH_CACHE_SECONDS": 2.0,
+    # PostgreSQL connections of the turn's storage path (per process and event loop): they
+    # bound concurrent statements, not concurrent conversations (none is held while a model
+    # streams). A request waits at most DATABASE_WAIT_SECONDS for one, then gets the
+    # protocol's own "database unavailable" error.
+    "DATABASE_ASYNC_POOL_MIN": 1,
+    "DATABASE_ASYNC_POOL_MAX": 10,
+    "DATABASE_WAIT_SECONDS": 10.0,
     # The process executing a run renews its heartbeat this often; a run whose heartbeat is
     # older than RUN_STALE_SECONDS is failed (its executor died).
     "HEARTBEAT_SECONDS": 2.0,

@@ -118,8 +118,18 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         }
         DATABASES["default"]["CONN_MAX_AGE"] = 0
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # The embedded default serves several requests at once from one file.
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # The embedded default serves a small team from one file: readers never wait for the writer
+    # (WAL), a writer waits for another (busy timeout) instead of failing with "database is
+    # locked", and takes the write lock when its transaction begins (IMMEDIATE), so two
+    # transactions that read and then write cannot deadlock. The turn's writes are also queued
+    # on one thread in-process (conversations/store/orm.py).
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

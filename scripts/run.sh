@@ -3,7 +3,7 @@
 # channel layer, inline executor), so a fresh clone needs nothing but Python 3.11.
 #
 # Environment:
-#   HOST, PORT      where daphne listens (default 127.0.0.1:8000)
+#   HOST, PORT      where uvicorn listens (default 127.0.0.1:8000)
 #   SKIP_INSTALL=1  use the existing .venv as is (no venv creation, no pip install)
 #   DATABASE_URL, REDIS_URL, ...  honoured as usual (see copilot_runtime/settings.py); unset
 #                   they give the embedded default.
@@ -25,6 +25,7 @@ fi
 log "python manage.py migrate --noinput"
 "$VENV_PYTHON" manage.py migrate --noinput
 
-log "serving on http://$HOST:$PORT/ (daphne; Ctrl-C to stop)"
-# exec: daphne receives the signals sent to this script (Ctrl-C, SIGTERM from a supervisor).
-exec "$VENV_DIR/bin/daphne" -b "$HOST" -p "$PORT" copilot_runtime.asgi:application
+log "serving on http://$HOST:$PORT/ (uvicorn; Ctrl-C to stop)"
+# exec: uvicorn receives the signals sent to this script (Ctrl-C, SIGTERM from a supervisor).
+exec "$VENV_DIR/bin/uvicorn" copilot_runtime.asgi:application --host "$HOST" --port "$PORT" \
+    --loop uvloop --http httptools --ws websockets --no-access-log --log-level warning

@@ -40,6 +40,13 @@ if TYPE_CHECKING:
     from benchmarks.fake_upstream import FakeUpstream
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# In-process tests keep their rows in the test's own transaction (pytest-django's ``db``), which
+# the raw-SQL store's separate connections cannot see: they run the turn's storage through the
+# ORM. Served processes (end-to-end tests) use the product's default, raw SQL on PostgreSQL, and
+# tests/conversations/store/ checks that path against the ORM.
+TURN_STORE_ENV = "COPILOT_RUNTIME_TURN_STORE"
+os.environ[TURN_STORE_ENV] = "orm"
 POSTGRESQL_ENGINE = "django.db.backends.postgresql"
 TEST_USER_PASSWORD = "correct-horse-battery-staple"
 
@@ -242,6 +249,7 @@ def base_subprocess_env() -> dict[str, str]:
     # DEBUG off, as in production: a failure must never reach a client as Django's debug page.
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "DEBUG": "false"}
     env.pop("REDIS_URL", None)
+    env.pop(TURN_STORE_ENV, None)
     return env
 
 

@@ -63,12 +63,14 @@ def _row_for_input(thread: Thread, message: InputMessage, position: int, run: Ru
     )
 
 
-def messages_sync_input(*, thread: Thread, messages: Iterable[InputMessage], run: Run) -> None:
+def messages_sync_input(
+    *, thread: Thread, messages: Iterable[InputMessage], run: Run
+) -> list[str]:
     """Store the client's history: new messages appended, known ones matched by id.
 
     When the client's history diverges from what is stored (a regenerate, an edit, a deleted
     message), the stored rows it no longer contains are marked superseded, never deleted; the
-    run then works from the client's view.
+    run then works from the client's view. Returns the ids of the messages new to the thread.
     """
     history = [m for m in messages if _stored_history(m)]
     for message in history:
@@ -117,6 +119,7 @@ def messages_sync_input(*, thread: Thread, messages: Iterable[InputMessage], run
         if first_user is not None and first_user.content.strip():
             thread.title = title_from_text(first_user.content)
             thread.save(update_fields=["title", "updated_at"])
+    return [row.message_id for row in rows]
 
 
 def _next_position(thread_id: int) -> int:

@@ -15,17 +15,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
 from agents.runners import agent_turn_events, turn_server_actions
 from conversations.models import RunStatus
-from conversations.services.runs import (
-    RunOutcome,
-    run_heartbeat,
-    run_mark_running,
-    run_record_progress,
-)
+from conversations.services.runs import RunOutcome
+from conversations.store import turn_store
+from conversations.store.types import Progress
 from copilot_runtime.adapters import adapter_from_settings
 from copilot_runtime.conf import runtime_setting
 from copilot_runtime.engine.breakers import EmptyCallsBreaker, ToolBreaker
@@ -54,8 +50,10 @@ class _Flusher:
     database, or the log would have a hole.
     """
 
-    def __init__(self, recorder: RunRecorder, interval: float) -> None:
+    def __init__(self, recorder: RunRecorder, interval: float, thread_pk: int | None) -> None:
         self._recorder = recorder
+        self._thread_pk = thread_pk
+        self._store = turn_store()
         self._interval = interval
         self._outcome: RunOutcome | None = None
         self._wake = asyncio.Event()
@@ -86,13 +84,17 @@ class _Flusher:
         batch = self._recorder.take_batch()
         self._flushed_first = True
         self._last_flush = time.monotonic()
-        await sync_to_async(run_record_progress)(
+        await self._store.record(
             run_id=self._recorder.run_id,
-            events=batch.events,
-            messages=batch.messages,
-            agent_states=batch.agent_states,
-            first_token_at=batch.first_token_at,
-            outcome=outcome,
+            thread_pk=self._thread_pk,
+            progress=Progress(
+                events=batch.events,
+                messages=batch.messages,
+                agent_states=batch.agent_states,
+                first_token_at=batch.first_token_at,
+                outcome=outcome,
+                interrupted=self._recorder.interrupted,
+            ),
         )
         # Logged (and committed) first, announced second: a follower can always catch up.
         await announce_batch(self._recorder.run_id, batch.events)
@@ -130,7 +132,7 @@ class _Watchdog:
         while True:
             await asyncio.sleep(interval)
             try:
-                if await sync_to_async(run_heartbeat)(run_id=self._run_id):
+                if await turn_store().heartbeat(run_id=self._run_id):
                     self._stop_target()
             except Exception:  # a database hiccup must not kill the run
                 logger.warning("heartbeat of run %s failed", self._run_id, exc_info=True)
@@ -170,6 +172,7 @@ async def run_execute(
     thread_id: str,
     request: TurnRequest,
     publish: Callable[[Event], None] | None = None,
+    thread_pk: int | None = None,
 ) -> str:
     """Run the turn of a prepared run to its end; returns the final status ("" when the run
     was not pending, e.g. a redelivered task whose run already started)."""
@@ -180,7 +183,10 @@ async def run_execute(
     tracer = RunTracer.for_run(
         run_id=run_id, thread_id=thread_id, request=request, model=model, provider=adapter.name
     )
-    flusher = _Flusher(recorder, interval=float(runtime_setting("EVENT_FLUSH_MS")) / 1000)
+    # Executed where it is streamed (inline), the log is read only by clients that re-attach:
+    # written less often. Relayed from a worker, the log's batches are the stream's pace.
+    flush_ms = runtime_setting("INLINE_EVENT_FLUSH_MS" if publish else "EVENT_FLUSH_MS")
+    flusher = _Flusher(recorder, interval=float(flush_ms) / 1000, thread_pk=thread_pk)
 
     def emit(event: Event) -> None:
         recorder.observe(event)
@@ -202,7 +208,7 @@ async def run_execute(
         await tracer.finish()
 
     try:
-        started = await sync_to_async(run_mark_running)(run_id=run_id, model=model)
+        started = await turn_store().mark_running(run_id=run_id, model=model)
     except asyncio.CancelledError:
         started = None  # stopped before it began: recorded as cancelled below
     if started is False:

@@ -36,22 +36,23 @@ def executor_kind() -> str:
     return CELERY if kind == CELERY else INLINE
 
 
-def schedule_on_worker(*, run_id: str) -> None:
-    """Enqueue the run once the transaction that created it commits."""
+def enqueue_on_worker(*, run_id: str) -> None:
+    """Hand a committed run to the Celery workers."""
     from agents.tasks import execute_run
 
     # The run ends itself at RUN_TIME_LIMIT_SECONDS (and records its end); Celery's hard limit
     # is only the backstop for a worker that cannot even do that.
     limit = float(runtime_setting("RUN_TIME_LIMIT_SECONDS"))
+    execute_run.apply_async(args=[run_id], time_limit=limit + 60)
 
-    def enqueue() -> None:
-        execute_run.apply_async(args=[run_id], time_limit=limit + 60)
 
-    transaction.on_commit(enqueue)
+def schedule_on_worker(*, run_id: str) -> None:
+    """Enqueue the run once the transaction that created it commits."""
+    transaction.on_commit(lambda: enqueue_on_worker(run_id=run_id))
 
 
 def start_inline(
-    *, run_id: str, thread_id: str, request: TurnRequest
+    *, run_id: str, thread_id: str, request: TurnRequest, thread_pk: int | None = None
 ) -> tuple[LiveRun, asyncio.Queue[Event | None]]:
     """Execute the run as a task of this process's event loop; returns its live fan-out and a
     queue registered before the run starts, so no event is missed."""
@@ -61,7 +62,11 @@ def start_inline(
     async def execute() -> None:
         try:
             await run_execute(
-                run_id=run_id, thread_id=thread_id, request=request, publish=live.publish
+                run_id=run_id,
+                thread_id=thread_id,
+                request=request,
+                publish=live.publish,
+                thread_pk=thread_pk,
             )
         finally:
             live.close()

@@ -16,16 +16,16 @@ from typing import Any
 import orjson
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db import transaction
 
 from agents.registry import agent_get
-from conversations.models import RunStatus, Thread
-from conversations.selectors import agent_state_latest
-from conversations.services.messages import messages_sync_input
-from conversations.services.runs import Usage, check_thread_not_busy, run_create, run_finish
-from conversations.services.threads import thread_get_or_create_for_turn
+from conversations.models import Run, RunStatus
+from conversations.services.runs import RunOutcome, Usage, new_run_id
+from conversations.store import PreparedTurn, turn_store
+from conversations.store.orm import turn_record as turn_record_orm
+from conversations.store.types import Progress, TurnRecord
 from copilot_runtime.engine.executor import (
     CELERY,
+    enqueue_on_worker,
     executor_kind,
     run_cancel,
     schedule_on_worker,
@@ -40,12 +40,6 @@ from copilot_runtime.events import Event
 
 
 @dataclass(frozen=True)
-class PreparedTurn:
-    run_id: str
-    thread_id: str
-
-
-@dataclass(frozen=True)
 class StartedTurn:
     run_id: str
     thread_id: str
@@ -53,6 +47,8 @@ class StartedTurn:
     events: asyncio.Queue[Event | None]
     # Stop watching (the run goes on).
     detach: Callable[[], None]
+    # The client's messages that were new to the thread (v2 echoes only those in RUN_STARTED).
+    new_message_ids: tuple[str, ...] = ()
 
     async def cancel(self) -> bool:
         return await run_cancel(run_id=self.run_id)
@@ -66,9 +62,8 @@ def check_agent_runnable(*, agent_name: str) -> None:
     check_agent_settings(agent_get(agent_name))
 
 
-def agent_state_for_turn(*, thread: Thread, request: TurnRequest) -> dict[str, Any]:
-    """The agent's state at the start of the turn: the latest persisted snapshot, unless the
-    client sent the agent's state itself (its view wins, as in CopilotKit)."""
+def agent_state_from_client(request: TurnRequest) -> dict[str, Any] | None:
+    """The state the client sent for the turn's agent (its view wins, as in CopilotKit)."""
     for entry in request.agent_states:
         if entry.get("agentName") == request.agent_name and entry.get("state"):
             try:
@@ -77,11 +72,42 @@ def agent_state_for_turn(*, thread: Thread, request: TurnRequest) -> dict[str, A
                 break
             if isinstance(sent, dict) and sent:
                 return sent
-    latest = agent_state_latest(thread=thread, agent_name=request.agent_name)
-    return dict(latest.state) if latest is not None else {}
+    return None
 
 
-@transaction.atomic
+def _turn_record(
+    *,
+    user: AbstractBaseUser | AnonymousUser,
+    request: TurnRequest,
+    protocol: str,
+    run_id: str | None,
+) -> tuple[TurnRecord, dict[str, Any] | None]:
+    check_agent_runnable(agent_name=request.agent_name)
+    client_state = agent_state_from_client(request)
+    record = TurnRecord(
+        thread_id=request.thread_id or str(uuid.uuid4()),
+        user=user,
+        agent_name=request.agent_name,
+        protocol=protocol,
+        request_type=request.request_type,
+        previous_run_id=request.previous_run_id or "",
+        messages=request.messages,
+        run_id=run_id or new_run_id(),
+        want_state=client_state is None,
+    )
+    return record, client_state
+
+
+def _finish_preparation(
+    request: TurnRequest, prepared: PreparedTurn, client_state: dict[str, Any] | None
+) -> None:
+    """The agent's state at the start of the turn: the client's, else the latest stored."""
+    if client_state is not None:
+        request.state = client_state
+    else:
+        request.state = dict(prepared.latest_state or {})
+
+
 def turn_prepare(
     *,
     user: AbstractBaseUser | AnonymousUser,
@@ -89,28 +115,19 @@ def turn_prepare(
     protocol: str,
     run_id: str | None = None,
 ) -> PreparedTurn:
-    """Record the thread, the client's messages and a pending run, in one transaction."""
-    check_agent_runnable(agent_name=request.agent_name)
-    thread_id = request.thread_id or str(uuid.uuid4())
-    thread = thread_get_or_create_for_turn(
-        thread_id=thread_id, user=user, agent_name=request.agent_name
+    """Record the thread, the client's messages and a pending run through the ORM, in one
+    transaction (synchronous; ``turn_start`` is the hot path's asynchronous version)."""
+    record, client_state = _turn_record(
+        user=user, request=request, protocol=protocol, run_id=run_id
     )
-    check_thread_not_busy(thread=thread, reap=runs_reap_stale)
-    run = run_create(
-        thread=thread,
-        agent_name=request.agent_name,
-        protocol=protocol,
-        request_type=request.request_type,
-        previous_run_id=request.previous_run_id,
-        run_id=run_id,
-    )
-    messages_sync_input(thread=thread, messages=request.messages, run=run)
-    request.state = agent_state_for_turn(thread=thread, request=request)
+    prepared = turn_record_orm(turn=record, reap=runs_reap_stale)
+    _finish_preparation(request, prepared, client_state)
     if executor_kind() == CELERY:
-        run.request_payload = turn_request_to_payload(request)
-        run.save(update_fields=["request_payload"])
-        schedule_on_worker(run_id=run.id)
-    return PreparedTurn(run_id=run.id, thread_id=thread_id)
+        Run.objects.filter(pk=prepared.run_id).update(
+            request_payload=turn_request_to_payload(request)
+        )
+        schedule_on_worker(run_id=prepared.run_id)
+    return prepared
 
 
 async def turn_start(
@@ -124,9 +141,17 @@ async def turn_start(
 
     ``run_id`` is the client's own run id (v2 clients mint them; the caller validates it).
     """
-    prepared = await sync_to_async(turn_prepare)(
+    record, client_state = _turn_record(
         user=user, request=request, protocol=protocol, run_id=run_id
     )
+    celery = executor_kind() == CELERY
+    store = turn_store()
+    prepared = await store.prepare(turn=record, reap=runs_reap_stale)
+    _finish_preparation(request, prepared, client_state)
+    if celery:
+        # The worker executes the request as stored, with the state decided above.
+        await store.keep_request(run_id=prepared.run_id, payload=turn_request_to_payload(request))
+        await sync_to_async(enqueue_on_worker)(run_id=prepared.run_id)
     try:
         await call_before_request(
             RequestHookContext(
@@ -138,12 +163,20 @@ async def turn_start(
             )
         )
     except Exception as exc:
-        await sync_to_async(run_finish)(
+        await turn_store().record(
             run_id=prepared.run_id,
-            status=RunStatus.FAILED,
-            usage=Usage(),
-            error_code="BEFORE_REQUEST_HOOK_FAILED",
-            error_details={"message": str(exc)},
+            thread_pk=prepared.thread_pk,
+            progress=Progress(
+                events=[],
+                messages=[],
+                agent_states=[],
+                outcome=RunOutcome(
+                    status=RunStatus.FAILED,
+                    usage=Usage(),
+                    error_code="BEFORE_REQUEST_HOOK_FAILED",
+                    error_details={"message": str(exc)},
+                ),
+            ),
         )
         raise CopilotKitError(
             "The request was refused by the runtime's on_before_request hook.",
@@ -160,5 +193,9 @@ async def turn_start(
             live.unwatch(events)
 
     return StartedTurn(
-        run_id=prepared.run_id, thread_id=prepared.thread_id, events=events, detach=detach
+        run_id=prepared.run_id,
+        thread_id=prepared.thread_id,
+        events=events,
+        detach=detach,
+        new_message_ids=prepared.new_message_ids,
     )

@@ -14,14 +14,15 @@ from asgiref.sync import markcoroutinefunction
 from django.http import HttpRequest, HttpResponse
 
 from copilot_runtime.conf import runtime_setting
+from copilot_runtime.mount import RUNTIME_PATH
 
-RUNTIME_PATH_PREFIX = "/api/copilotkit"
+RUNTIME_PATH_PREFIX = RUNTIME_PATH
 _ALLOWED_METHODS = "GET, POST, PATCH, DELETE, OPTIONS"
 _EXPOSED_HEADERS = "Content-Type"
 _PREFLIGHT_MAX_AGE = "600"
 
 
-def _allowed_origin(request: HttpRequest) -> tuple[str, bool] | None:
+def allowed_origin(request: HttpRequest) -> tuple[str, bool] | None:
     """The origin to allow and whether with credentials. ``"*"`` in the list allows every
     origin, but never with credentials (cookies): only listed origins get those."""
     origin = request.headers.get("Origin")
@@ -35,7 +36,7 @@ def _allowed_origin(request: HttpRequest) -> tuple[str, bool] | None:
     return None
 
 
-def _decorate(response: HttpResponse, allowed: tuple[str, bool]) -> HttpResponse:
+def decorate(response: HttpResponse, allowed: tuple[str, bool]) -> HttpResponse:
     origin, credentials = allowed
     response["Access-Control-Allow-Origin"] = origin
     if credentials:
@@ -52,7 +53,7 @@ def _preflight(request: HttpRequest, origin: tuple[str, bool]) -> HttpResponse:
     requested = request.headers.get("Access-Control-Request-Headers")
     response["Access-Control-Allow-Headers"] = requested or "content-type, authorization"
     response["Access-Control-Max-Age"] = _PREFLIGHT_MAX_AGE
-    return _decorate(response, origin)
+    return decorate(response, origin)
 
 
 def _is_preflight(request: HttpRequest) -> bool:
@@ -76,15 +77,15 @@ class RuntimeCorsMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
         if self.is_async:
             return self.__acall__(request)
-        origin = _allowed_origin(request)
+        origin = allowed_origin(request)
         if origin and _is_preflight(request):
             return _preflight(request, origin)
         response = self.get_response(request)
-        return _decorate(response, origin) if origin else response
+        return decorate(response, origin) if origin else response
 
     async def __acall__(self, request: HttpRequest) -> HttpResponse:
-        origin = _allowed_origin(request)
+        origin = allowed_origin(request)
         if origin and _is_preflight(request):
             return _preflight(request, origin)
         response = await self.get_response(request)
-        return _decorate(response, origin) if origin else response
+        return decorate(response, origin) if origin else response

@@ -47,7 +47,7 @@ def spans_price(*, records: list[SpanRecord], prices: dict[str, Price]) -> Decim
     return total
 
 
-def _when(seconds: float | None) -> dt.datetime | None:
+def when(seconds: float | None) -> dt.datetime | None:
     if seconds is None:
         return None
     return dt.datetime.fromtimestamp(seconds, tz=dt.UTC)
@@ -74,8 +74,8 @@ def trace_store(
                         attributes=record.attributes,
                         is_error=record.is_error,
                         is_complete=record.is_complete,
-                        started_at=_when(record.started_at),
-                        ended_at=_when(record.ended_at),
+                        started_at=when(record.started_at),
+                        ended_at=when(record.ended_at),
                     )
                     for record in records
                 ],

@@ -14,14 +14,12 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from asgiref.sync import sync_to_async
-
+from conversations.store import turn_store
 from copilot_runtime.conf import runtime_setting
 from copilot_runtime.tracing.deriver import RunSpanSpec, SpanDeriver
 from copilot_runtime.tracing.exporter import TraceExport, otlp_export_from_environment
 from copilot_runtime.tracing.records import SpanBook, SpanRecord, trace_id_for_run
 from copilot_runtime.tracing.signals import KIND_AGENT, KIND_RUN
-from copilot_runtime.tracing.store import trace_store
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +107,7 @@ class RunTracer:
         try:
             self._book.apply(self._deriver.flush(self._clock()))
             records = self._book.records
-            self.cost = await sync_to_async(trace_store)(
+            self.cost = await turn_store().store_trace(
                 run_id=self.run_id,
                 trace_id=self.trace_id,
                 records=records,

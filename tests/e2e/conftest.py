@@ -1,7 +1,7 @@
-"""Served-process fixtures for end-to-end tests: the real ASGI server (daphne) in a subprocess.
+"""Served-process fixtures for end-to-end tests: the real ASGI server in a subprocess.
 
-``live_server_factory(env={...})`` starts ``daphne -b 127.0.0.1 -p <free port>
-copilot_runtime.asgi:application`` against pytest-django's *test* database (the test gets
+``live_server_factory(env={...})`` starts ``uvicorn copilot_runtime.asgi:application --port
+<free port>`` (as ``make run`` serves it) against pytest-django's *test* database (the test gets
 ``transactional_db``, so rows it writes are visible to the server and vice versa), with ``env``
 added to the environment, waits until ``GET /healthz`` answers 200 (30 s, stderr in the error)
 and returns a ``LiveServer``: ``.url`` (``http://127.0.0.1:PORT``), ``.process``,
@@ -34,8 +34,9 @@ if TYPE_CHECKING:
 
     LiveServerFactory = Callable[..., LiveServer]
 
-# daphne from the interpreter's own virtualenv (.venv/bin/daphne under `make test`).
-DAPHNE = Path(sys.executable).parent / "daphne"
+# The production server (uvicorn, as scripts/run.sh serves) from the interpreter's own
+# virtualenv (.venv/bin/uvicorn under `make test`).
+UVICORN = Path(sys.executable).parent / "uvicorn"
 ASGI_APPLICATION = "copilot_runtime.asgi:application"
 HEALTH_TIMEOUT_SECONDS = 30.0
 
@@ -74,7 +75,23 @@ def live_server_factory(
     def start(env: Mapping[str, str] | None = None) -> LiveServer:
         port = unused_tcp_port_factory()
         full_env = {**base_subprocess_env, "DATABASE_URL": current_database_url(), **(env or {})}
-        command = [str(DAPHNE), "-b", "127.0.0.1", "-p", str(port), ASGI_APPLICATION]
+        command = [
+            str(UVICORN),
+            ASGI_APPLICATION,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--loop",
+            "uvloop",
+            "--http",
+            "httptools",
+            "--ws",
+            "websockets",
+            "--no-access-log",
+            "--log-level",
+            "warning",
+        ]
         return served_process_factory(
             command,
             port=port,

@@ -1,0 +1,49 @@
+"""The turn's storage path: what one run writes, in as few round trips as the database allows.
+
+Two implementations behind one small interface (``TurnStore``):
+
+- ``PgTurnStore`` (``pg.py``): raw SQL on psycopg's async connection pool, for PostgreSQL. A
+  request takes a connection only for the statements it runs, never while the model streams,
+  and pays no thread hop: this is where the hot path's time went with the ORM (a
+  ``sync_to_async`` hop and query compilation per statement, ~26 statements per turn).
+- ``OrmTurnStore`` (``orm.py``): the ORM services, for every other database (the embedded
+  SQLite default), called on one thread so that SQLite's single writer is never contended.
+
+Everything off the hot path (admin, threads API, reaper, retention) keeps using the ORM; the
+tests read back through the ORM exactly what ``PgTurnStore`` wrote.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from django.db import connections
+
+from conversations.store.types import PreparedTurn, TurnStore
+
+__all__ = ["PreparedTurn", "TurnStore", "turn_store"]
+
+
+@cache
+def _store_for(vendor: str) -> TurnStore:
+    if vendor == "postgresql":
+        from conversations.store.pg import PgTurnStore
+
+        return PgTurnStore()
+    from conversations.store.orm import OrmTurnStore
+
+    return OrmTurnStore()
+
+
+def turn_store() -> TurnStore:
+    """The store for the default database (``TURN_STORE``: ``auto`` or ``orm``)."""
+    from copilot_runtime.conf import runtime_setting
+
+    if str(runtime_setting("TURN_STORE")).strip().lower() == "orm":
+        return _store_for("orm")
+    return _store_for(connections["default"].vendor)
+
+
+def turn_store_reset() -> None:
+    """Forget the chosen store (tests that switch databases)."""
+    _store_for.cache_clear()

@@ -1,0 +1,127 @@
+"""The turn's storage path through the ORM services, for databases other than PostgreSQL.
+
+Every call runs on ONE thread, asgiref's shared thread for thread-sensitive code (the one
+``sync_to_async`` uses outside a request): SQLite has a single writer, and writes queued on one
+thread never wait on the file lock for each other (``database is locked`` under concurrent
+users came from many request threads writing at once). On that thread Django keeps its
+connection open for the life of the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any, TypeVar
+
+from asgiref.sync import SyncToAsync
+from django.db import transaction
+
+from conversations.models import Run
+from conversations.selectors import agent_state_latest
+from conversations.services.messages import messages_sync_input
+from conversations.services.runs import (
+    ACTIVE_STATUSES,
+    ThreadBusy,
+    run_create,
+    run_heartbeat,
+    run_mark_running,
+    run_record_progress,
+)
+from conversations.services.threads import thread_get_or_create_for_turn
+from conversations.store.types import PreparedTurn, Progress, Reap, TurnRecord
+
+T = TypeVar("T")
+
+
+async def on_store_thread(function: Callable[..., T], /, **kwargs: Any) -> T:
+    """Run ``function(**kwargs)`` on the store's single thread."""
+    loop = asyncio.get_running_loop()
+    context = contextvars.copy_context()
+    call = functools.partial(context.run, functools.partial(function, **kwargs))
+    return await loop.run_in_executor(SyncToAsync.single_thread_executor, call)
+
+
+def _active_runs(thread_pk: int) -> list[str]:
+    return list(
+        Run.objects.filter(thread_id=thread_pk, status__in=ACTIVE_STATUSES).values_list(
+            "pk", flat=True
+        )
+    )
+
+
+@transaction.atomic
+def turn_record(*, turn: TurnRecord, reap: Reap) -> PreparedTurn:
+    thread = thread_get_or_create_for_turn(
+        thread_id=turn.thread_id, user=turn.user, agent_name=turn.agent_name
+    )
+    active = _active_runs(thread.pk)
+    if active:
+        reap(active)
+        if _active_runs(thread.pk):
+            raise ThreadBusy(thread.thread_id)
+    run = run_create(
+        thread=thread,
+        agent_name=turn.agent_name,
+        protocol=turn.protocol,
+        request_type=turn.request_type,
+        previous_run_id=turn.previous_run_id,
+        run_id=turn.run_id,
+    )
+    new_ids = messages_sync_input(thread=thread, messages=turn.messages, run=run)
+    if turn.request_payload is not None:
+        run.request_payload = turn.request_payload
+        run.save(update_fields=["request_payload"])
+    latest = (
+        agent_state_latest(thread=thread, agent_name=turn.agent_name) if turn.want_state else None
+    )
+    return PreparedTurn(
+        run_id=run.id,
+        thread_id=thread.thread_id,
+        thread_pk=thread.pk,
+        latest_state=dict(latest.state) if latest is not None else None,
+        new_message_ids=tuple(new_ids),
+    )
+
+
+class OrmTurnStore:
+    async def prepare(self, *, turn: TurnRecord, reap: Reap) -> PreparedTurn:
+        return await on_store_thread(turn_record, turn=turn, reap=reap)
+
+    async def keep_request(self, *, run_id: str, payload: dict[str, Any]) -> None:
+        def keep() -> None:
+            Run.objects.filter(pk=run_id).update(request_payload=payload)
+
+        await on_store_thread(keep)
+
+    async def mark_running(self, *, run_id: str, model: str) -> bool:
+        return await on_store_thread(run_mark_running, run_id=run_id, model=model)
+
+    async def record(self, *, run_id: str, thread_pk: int | None, progress: Progress) -> None:
+        await on_store_thread(
+            run_record_progress,
+            run_id=run_id,
+            events=progress.events,
+            messages=progress.messages,
+            agent_states=progress.agent_states,
+            first_token_at=progress.first_token_at,
+            outcome=progress.outcome,
+        )
+
+    async def heartbeat(self, *, run_id: str) -> bool:
+        return await on_store_thread(run_heartbeat, run_id=run_id)
+
+    async def store_trace(
+        self, *, run_id: str, trace_id: str, records: list[Any], persist_spans: bool
+    ) -> Decimal | None:
+        from copilot_runtime.tracing.store import trace_store
+
+        return await on_store_thread(
+            trace_store,
+            run_id=run_id,
+            trace_id=trace_id,
+            records=records,
+            persist_spans=persist_spans,
+        )

@@ -1,0 +1,86 @@
+"""What the turn's storage path takes and gives, independent of the database."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Protocol
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+
+from conversations.services.messages import OutputMessage
+from conversations.services.runs import LoggedEvent, RunOutcome
+
+# Given the ids of a busy thread's active runs: fails those whose executor died (synchronous:
+# the reaper is an ORM service, and the ORM store calls it inside its own transaction).
+Reap = Callable[[list[str]], int]
+
+
+@dataclass(slots=True)
+class TurnRecord:
+    """What a turn's preparation stores."""
+
+    thread_id: str
+    user: AbstractBaseUser | AnonymousUser
+    agent_name: str
+    protocol: str
+    request_type: str
+    previous_run_id: str
+    # InputMessage objects (copilot_runtime.engine.request), in the client's order.
+    messages: list[Any]
+    run_id: str
+    # The latest stored state of ``agent_name`` is read only when the client sent none.
+    want_state: bool = True
+    # The parsed request, stored on the run for the process that executes it (Celery).
+    request_payload: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedTurn:
+    run_id: str
+    thread_id: str
+    # The thread's primary key, so later writes need no lookup.
+    thread_pk: int
+    # The latest stored state of the turn's agent (None: none stored, or not asked for).
+    latest_state: dict[str, Any] | None = None
+    # Ids of the client's messages that were new to the thread (stored by this turn).
+    new_message_ids: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class Progress:
+    """One batch of a run's progress (see ``RunRecorder.take_batch``)."""
+
+    events: list[LoggedEvent]
+    messages: list[OutputMessage]
+    agent_states: list[dict[str, Any]]
+    first_token_at: dt.datetime | None = None
+    outcome: RunOutcome | None = None
+    # The run paused for the user (an interrupt): a succeeded run then ends interrupted.
+    interrupted: bool = False
+
+
+class TurnStore(Protocol):
+    async def prepare(self, *, turn: TurnRecord, reap: Reap) -> PreparedTurn:
+        """Record the thread (created on first use, ownership checked), refuse a busy one
+        (``reap`` first fails those of its active runs whose executor died), store the
+        client's new messages and a pending run, in one transaction."""
+        ...
+
+    async def keep_request(self, *, run_id: str, payload: dict[str, Any]) -> None:
+        """Store the parsed request on the run, for the process that executes it."""
+        ...
+
+    async def mark_running(self, *, run_id: str, model: str) -> bool: ...
+
+    async def record(self, *, run_id: str, thread_pk: int | None, progress: Progress) -> None: ...
+
+    async def heartbeat(self, *, run_id: str) -> bool:
+        """Renew the run's heartbeat; True when a stop was requested."""
+        ...
+
+    async def store_trace(
+        self, *, run_id: str, trace_id: str, records: list[Any], persist_spans: bool
+    ) -> Decimal | None: ...

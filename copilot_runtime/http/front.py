@@ -1,0 +1,262 @@
+"""The two hot endpoints, served in front of Django's handler.
+
+``POST /api/copilotkit`` with a GraphQL body (the v1 ``generateCopilotResponse``) and
+``POST /api/copilotkit/agent/<id>/run`` (v2) are most of the runtime's traffic. Django's ASGI
+handler and its middleware cost several milliseconds of CPU per request here (each
+``MiddlewareMixin`` hook is a thread hop), more than the rest of a turn, so these two requests
+are answered by this small ASGI application with the same views, the same auth rules (bearer
+token, session cookie with its CSRF check, anonymous when allowed) and the same CORS answer,
+and nothing else. Every other request, and any of these two that is not well-formed JSON,
+goes to Django unchanged (its body replayed), so every error keeps its one owner.
+
+The body is refused on ``Content-Length`` before it is read and read no further than the
+limit otherwise; a client that stops sending a body it announced is dropped after
+``BODY_READ_TIMEOUT_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from django.core.handlers.asgi import ASGIRequest
+from django.db import DatabaseError
+from django.http import HttpRequest, HttpResponse
+
+from copilot_runtime.agui import responses as agui_responses
+from copilot_runtime.agui import routes, runs
+from copilot_runtime.conf import runtime_setting
+from copilot_runtime.http.caller_cache import AuthenticationFailed, resolve_caller_cached
+from copilot_runtime.http.cors import allowed_origin, decorate
+from copilot_runtime.http.graphql_http import (
+    database_unavailable,
+    graphql_auth_error,
+    serve_graphql,
+)
+from copilot_runtime.http.responses import json_error
+from copilot_runtime.mount import RUNTIME_PATH
+
+logger = logging.getLogger(__name__)
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+_AGENT_PREFIX = RUNTIME_PATH + "/"
+BODY_READ_TIMEOUT_SECONDS = 30.0
+
+
+class _BodyRefused(Exception):
+    def __init__(self, response: HttpResponse) -> None:
+        self.response = response
+
+
+def _hot_route(scope: Scope) -> str | None:
+    """``graphql``, ``run`` or None (not ours)."""
+    if scope["type"] != "http" or scope["method"] != "POST":
+        return None
+    path: str = scope["path"]
+    if path in (RUNTIME_PATH, _AGENT_PREFIX):
+        return "graphql"
+    if path.startswith(_AGENT_PREFIX + "agent/") and path.endswith("/run"):
+        return "run"
+    return None
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    declared = _header(scope, b"content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise _BodyRefused(_too_large(limit))
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await asyncio.wait_for(receive(), timeout=BODY_READ_TIMEOUT_SECONDS)
+        if message["type"] == "http.disconnect":
+            raise asyncio.CancelledError
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise _BodyRefused(_too_large(limit))
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _too_large(limit: int) -> HttpResponse:
+    return json_error(
+        413, "payload_too_large", f"The request body is larger than the limit of {limit} bytes."
+    )
+
+
+def _replaying(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that yields the already-read body first, then the real one's messages."""
+    sent = False
+
+    async def replay() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+class RuntimeFront:
+    """ASGI middleware: the hot endpoints here, everything else to ``app`` (Django)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        route = _hot_route(scope)
+        if route is None:
+            await self.app(scope, receive, send)
+            return
+        limit = int(runtime_setting("MAX_BODY_BYTES"))
+        try:
+            body = await _read_body(scope, receive, limit)
+        except _BodyRefused as refused:
+            await _send_response(refused.response, send, scope=scope)
+            return
+        except (TimeoutError, asyncio.CancelledError):
+            return  # the client never sent its body, or left: nothing to answer
+        parsed = _json_object(body)
+        if parsed is None or (route == "graphql" and not isinstance(parsed.get("query"), str)):
+            # Not the hot path's business (an envelope, bad JSON...): Django answers it.
+            await self.app(scope, _replaying(body, receive), send)
+            return
+        request = ASGIRequest(scope, io.BytesIO(body))
+        await _serve(request, route, parsed, scope, receive, send)
+
+
+def _json_object(body: bytes) -> dict[str, Any] | None:
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+async def _serve(
+    request: HttpRequest,
+    route: str,
+    body: dict[str, Any],
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+) -> None:
+    try:
+        response = await _respond(request, route, body)
+    except Exception:
+        logger.exception("serving %s failed", request.path)
+        response = (
+            database_unavailable(request)
+            if route == "graphql"
+            else json_error(500, "internal_error", "The runtime failed to answer this request.")
+        )
+    await _send_response(response, send, scope=scope, receive=receive, request=request)
+
+
+async def _respond(request: HttpRequest, route: str, body: dict[str, Any]) -> HttpResponse:
+    try:
+        caller = await resolve_caller_cached(request)
+    except AuthenticationFailed as refused:
+        if route == "graphql":
+            return graphql_auth_error(refused)
+        return agui_responses.unauthorized(refused.message)
+    try:
+        if route == "graphql":
+            return await serve_graphql(request, body=body, caller=caller)
+        matched = routes.match_route(_raw_subpath(request))
+        if matched is None or matched.method != routes.AGENT_RUN:
+            return agui_responses.not_found()
+        return await runs.handle_run(
+            request=request, caller=caller, agent_id=matched.agent_id or "", body=body
+        )
+    except DatabaseError:
+        # The database down or saturated: the protocol's own error, never a 500 page.
+        logger.exception("database unavailable while serving %s", request.path)
+        if route == "graphql":
+            return database_unavailable(request)
+        return agui_responses.database_unavailable()
+
+
+def _raw_subpath(request: HttpRequest) -> str:
+    raw = request.scope.get("raw_path") or request.path.encode()  # type: ignore[attr-defined]
+    path = raw.decode("latin-1")
+    return path[path.find(_AGENT_PREFIX) + len(_AGENT_PREFIX) :]
+
+
+async def _send_response(
+    response: HttpResponse,
+    send: Send,
+    *,
+    scope: Scope,
+    receive: Receive | None = None,
+    request: HttpRequest | None = None,
+) -> None:
+    if request is None:
+        request = ASGIRequest(scope, io.BytesIO(b""))
+    origin = allowed_origin(request)
+    if origin is not None:
+        decorate(response, origin)
+    headers = [
+        (name.encode("latin-1"), value.encode("latin-1")) for name, value in response.items()
+    ]
+    for cookie in response.cookies.values():
+        headers.append((b"set-cookie", cookie.output(header="").strip().encode("latin-1")))
+    await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
+    if not response.streaming:
+        await send({"type": "http.response.body", "body": response.content})
+        return
+    await _stream(response, send, receive)
+
+
+async def _stream(response: HttpResponse, send: Send, receive: Receive | None) -> None:
+    """Send the streaming body; a client that leaves cancels the stream (its generator's
+    ``finally`` then applies the protocol's disconnect policy), as Django's handler does."""
+
+    async def body() -> None:
+        async for chunk in response.streaming_content:  # type: ignore[union-attr]
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    sender = asyncio.create_task(body())
+    if receive is None:
+        await sender
+        return
+
+    async def watch_disconnect() -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+
+    watcher = asyncio.create_task(watch_disconnect())
+    try:
+        await asyncio.wait({sender, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (sender, watcher):
+            if not task.done():
+                task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, OSError):
+            await sender
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+        close = getattr(response, "close", None)
+        if close is not None:
+            close()

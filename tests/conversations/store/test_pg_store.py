@@ -1,0 +1,402 @@
+"""The raw-SQL store writes exactly what the ORM services write, read back through the ORM.
+
+Each scenario runs twice on the same inputs, once through ``PgTurnStore`` and once through the
+ORM store (``turn_record`` and ``run_record_progress``), on two threads, and the rows the ORM
+reads back are compared field by field (ids and clocks aside).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import AnonymousUser
+from django.db import IntegrityError
+from django.utils import timezone
+
+from conversations.models import AgentState, Message, Run, RunEvent, RunStatus, Span, Thread
+from conversations.services.messages import OutputMessage
+from conversations.services.runs import LoggedEvent, RunOutcome, ThreadBusy, Usage
+from conversations.services.threads import ThreadNotAvailable
+from conversations.store.orm import OrmTurnStore
+from conversations.store.pg import POOLS, PgTurnStore
+from conversations.store.types import Progress, TurnRecord
+from copilot_runtime.engine.request import InputMessage
+from copilot_runtime.tracing.records import SpanRecord
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MESSAGE_FIELDS = (
+    "position",
+    "message_id",
+    "kind",
+    "role",
+    "content",
+    "action_name",
+    "arguments",
+    "parent_message_id",
+    "action_execution_id",
+    "result",
+    "image_format",
+    "image_bytes",
+    "status",
+    "status_reason",
+    "superseded",
+)
+RUN_FIELDS = (
+    "agent_name",
+    "protocol",
+    "request_type",
+    "previous_run_id",
+    "status",
+    "error_code",
+    "error_details",
+    "limit_trips",
+    "model",
+    "input_tokens",
+    "output_tokens",
+    "cached_input_tokens",
+    "reasoning_tokens",
+    "request_payload",
+    "cancel_requested",
+    "attempts",
+)
+
+
+@pytest.fixture
+async def pg() -> AsyncIterator[PgTurnStore]:
+    yield PgTurnStore()
+    await POOLS.close_all()
+
+
+def never_reap(run_ids: list[str]) -> int:
+    return 0
+
+
+def text(message_id: str, role: str, content: str) -> InputMessage:
+    return InputMessage(id=message_id, kind="text", role=role, content=content)
+
+
+def history(*pairs: str) -> list[InputMessage]:
+    messages = [text("sys", "system", "You are helpful.")]
+    for index, content in enumerate(pairs):
+        role = "user" if index % 2 == 0 else "assistant"
+        messages.append(text(f"m{index}", role, content))
+    return messages
+
+
+def record(thread_id: str, messages: list[InputMessage], **extra: Any) -> TurnRecord:
+    return TurnRecord(
+        thread_id=thread_id,
+        user=extra.pop("user", AnonymousUser()),
+        agent_name="default",
+        protocol=extra.pop("protocol", "agui"),
+        request_type="Chat",
+        previous_run_id="",
+        messages=messages,
+        run_id=extra.pop("run_id", str(uuid.uuid4())),
+        **extra,
+    )
+
+
+def messages_of(thread_id: str) -> list[tuple[Any, ...]]:
+    return [
+        tuple(getattr(m, f) for f in MESSAGE_FIELDS)
+        for m in Message.objects.filter(thread__thread_id=thread_id).order_by("position")
+    ]
+
+
+def run_of(run_id: str) -> tuple[Any, ...]:
+    run = Run.objects.get(pk=run_id)
+    return tuple(getattr(run, f) for f in RUN_FIELDS)
+
+
+async def both(
+    pg: PgTurnStore, turns: list[list[InputMessage]], **extra: Any
+) -> tuple[list[str], list[str]]:
+    """Run the same turns through each store on its own thread; returns the run ids."""
+    orm = OrmTurnStore()
+    run_ids: tuple[list[str], list[str]] = ([], [])
+    for store, thread_id, ids in ((pg, "t-sql", run_ids[0]), (orm, "t-orm", run_ids[1])):
+        for messages in turns:
+            prepared = await store.prepare(
+                turn=record(thread_id, [*messages], **dict(extra)), reap=never_reap
+            )
+            ids.append(prepared.run_id)
+            await store.record(
+                run_id=prepared.run_id,
+                thread_pk=prepared.thread_pk,
+                progress=Progress(
+                    events=[],
+                    messages=[],
+                    agent_states=[],
+                    outcome=RunOutcome(status=RunStatus.SUCCEEDED, usage=Usage()),
+                ),
+            )
+    return run_ids
+
+
+async def test_a_first_turn_stores_the_same_thread_run_and_messages(pg: PgTurnStore) -> None:
+    sql_runs, orm_runs = await both(pg, [history("Hello there")])
+
+    assert await sync_to_async(messages_of)("t-sql") == await sync_to_async(messages_of)("t-orm")
+    stored = await sync_to_async(messages_of)("t-sql")
+    assert [row[1] for row in stored] == ["m0"]  # the client's system message is not stored
+    assert await sync_to_async(run_of)(sql_runs[0]) == await sync_to_async(run_of)(orm_runs[0])
+    sql_thread, orm_thread = [await Thread.objects.aget(thread_id=t) for t in ("t-sql", "t-orm")]
+    assert (sql_thread.title, sql_thread.status, sql_thread.owner_id, sql_thread.metadata) == (
+        orm_thread.title,
+        orm_thread.status,
+        orm_thread.owner_id,
+        orm_thread.metadata,
+    )
+    assert sql_thread.title == "Hello there"
+
+
+async def test_a_growing_history_appends_only_the_new_messages(pg: PgTurnStore) -> None:
+    turns = [
+        history("one"),
+        history("one", "two", "three"),
+        history("one", "two", "three", "4", "5"),
+    ]
+    await both(pg, turns)
+
+    sql = await sync_to_async(messages_of)("t-sql")
+    assert sql == await sync_to_async(messages_of)("t-orm")
+    assert [row[0] for row in sql] == [0, 1, 2, 3, 4]
+
+
+async def test_a_diverging_history_supersedes_and_restores_like_the_orm(pg: PgTurnStore) -> None:
+    edited = history("one", "two")
+    edited[-1] = text("m1-edit", "assistant", "two, regenerated")
+    turns = [history("one", "two"), edited, history("one", "two", "three")]
+    await both(pg, turns)
+
+    sql = await sync_to_async(messages_of)("t-sql")
+    assert sql == await sync_to_async(messages_of)("t-orm")
+    superseded = {row[1] for row in sql if row[-1]}
+    assert superseded == {"m1-edit"}  # m1 was restored by the last turn, the edit superseded
+
+
+async def test_the_prepared_turn_names_the_new_messages_and_the_latest_state(
+    pg: PgTurnStore,
+) -> None:
+    first = await pg.prepare(turn=record("t-state", history("a")), reap=never_reap)
+    await pg.record(
+        run_id=first.run_id,
+        thread_pk=first.thread_pk,
+        progress=Progress(
+            events=[],
+            messages=[],
+            agent_states=[
+                {
+                    "agent_name": "default",
+                    "state": {"count": 3},
+                    "node_name": "",
+                    "run_id": first.run_id,
+                    "active": False,
+                    "running": False,
+                }
+            ],
+            outcome=RunOutcome(status=RunStatus.SUCCEEDED, usage=Usage()),
+        ),
+    )
+    second = await pg.prepare(turn=record("t-state", history("a", "b", "c")), reap=never_reap)
+
+    assert first.new_message_ids == ("m0",)
+    assert second.new_message_ids == ("m1", "m2")
+    assert second.latest_state == {"count": 3}
+
+
+async def test_a_busy_thread_is_refused_and_a_reaped_one_is_not(pg: PgTurnStore) -> None:
+    first = await pg.prepare(turn=record("t-busy", history("a")), reap=never_reap)
+    with pytest.raises(ThreadBusy):
+        await pg.prepare(turn=record("t-busy", history("a", "b", "c")), reap=never_reap)
+    assert await pg.mark_running(run_id=first.run_id, model="m") is True
+
+    reaped: list[list[str]] = []
+
+    def reap(run_ids: list[str]) -> int:
+        reaped.append(run_ids)
+        Run.objects.filter(pk__in=run_ids).update(status=RunStatus.FAILED)
+        return len(run_ids)
+
+    second = await pg.prepare(turn=record("t-busy", history("a", "b", "c")), reap=reap)
+    assert reaped == [[first.run_id]]
+    assert (await Run.objects.aget(pk=second.run_id)).status == RunStatus.PENDING
+
+
+async def test_another_callers_thread_is_not_available(
+    pg: PgTurnStore, django_user_model: Any
+) -> None:
+    owner = await django_user_model.objects.acreate(username="owner")
+    await pg.prepare(turn=record("t-owned", history("mine"), user=owner), reap=never_reap)
+    with pytest.raises(ThreadNotAvailable):
+        await pg.prepare(turn=record("t-owned", history("theirs")), reap=never_reap)
+    assert await Message.objects.filter(thread__thread_id="t-owned").acount() == 1
+
+
+async def test_a_reused_run_id_is_an_integrity_error(pg: PgTurnStore) -> None:
+    await pg.prepare(turn=record("t-a", history("a"), run_id="run-1"), reap=never_reap)
+    with pytest.raises(IntegrityError):
+        await pg.prepare(turn=record("t-b", history("b"), run_id="run-1"), reap=never_reap)
+    assert not await Thread.objects.filter(thread_id="t-b").aexists()  # rolled back whole
+
+
+def progress_batches(run_id: str) -> list[Progress]:
+    now = timezone.now()
+    answer = OutputMessage(
+        message_id="answer", kind="text", role="assistant", content="Hi!", created_at=now
+    )
+    call = OutputMessage(
+        message_id="call-1",
+        kind="action_execution",
+        role="assistant",
+        action_name="lookup",
+        arguments={"q": "x"},
+        parent_message_id="answer",
+        created_at=now,
+    )
+    return [
+        Progress(
+            events=[LoggedEvent(seq=1, type="text_start", payload={"message_id": "answer"})],
+            messages=[],
+            agent_states=[],
+            first_token_at=now,
+        ),
+        Progress(
+            events=[
+                LoggedEvent(seq=2, type="text_delta", payload={"delta": "Hi!"}),
+                LoggedEvent(seq=3, type="run_finished", payload={"status": "succeeded"}),
+            ],
+            messages=[answer, call],
+            agent_states=[
+                {
+                    "agent_name": "default",
+                    "state": {"todos": [1, 2]},
+                    "node_name": "n",
+                    "run_id": run_id,
+                    "active": True,
+                    "running": False,
+                }
+            ],
+            outcome=RunOutcome(
+                status=RunStatus.SUCCEEDED,
+                usage=Usage(input_tokens=5, output_tokens=7, cached_input_tokens=1),
+                limit_trips=[{"kind": "tool_breaker"}],
+            ),
+            interrupted=True,
+        ),
+    ]
+
+
+async def test_progress_and_the_runs_end_are_written_like_the_orm_writes_them(
+    pg: PgTurnStore,
+) -> None:
+    orm = OrmTurnStore()
+    results = []
+    for store, thread_id in ((pg, "p-sql"), (orm, "p-orm")):
+        prepared = await store.prepare(turn=record(thread_id, history("q")), reap=never_reap)
+        assert await store.mark_running(run_id=prepared.run_id, model="gpt-x") is True
+        assert await store.mark_running(run_id=prepared.run_id, model="gpt-x") is False
+        for batch in progress_batches(prepared.run_id):
+            if batch.interrupted:
+                # The interrupt's meta event, as the engine logs it (the ORM store reads it).
+                batch.events.insert(
+                    0,
+                    LoggedEvent(
+                        seq=90, type="meta_event", payload={"name": "LangGraphInterruptEvent"}
+                    ),
+                )
+            await store.record(run_id=prepared.run_id, thread_pk=None, progress=batch)
+        results.append(prepared)
+
+    sql, orm_run = results
+    assert await sync_to_async(messages_of)("p-sql") == await sync_to_async(messages_of)("p-orm")
+    assert await sync_to_async(run_of)(sql.run_id) == await sync_to_async(run_of)(orm_run.run_id)
+    sql_row = await Run.objects.aget(pk=sql.run_id)
+    assert sql_row.status == RunStatus.INTERRUPTED
+    assert sql_row.first_token_at is not None and sql_row.finished_at is not None
+    assert (await Thread.objects.aget(thread_id="p-sql")).status == "interrupted"
+
+    def log(run_id: str) -> list[tuple[Any, ...]]:
+        return list(RunEvent.objects.filter(run_id=run_id).values_list("seq", "type", "payload"))
+
+    assert await sync_to_async(log)(sql.run_id) == await sync_to_async(log)(orm_run.run_id)
+
+    def states(thread_id: str) -> list[tuple[Any, ...]]:
+        return list(
+            AgentState.objects.filter(thread__thread_id=thread_id).values_list(
+                "agent_name", "state", "config", "node_name", "active", "running"
+            )
+        )
+
+    assert await sync_to_async(states)("p-sql") == await sync_to_async(states)("p-orm")
+
+
+async def test_heartbeat_tells_of_a_requested_stop(pg: PgTurnStore) -> None:
+    prepared = await pg.prepare(turn=record("t-hb", history("a")), reap=never_reap)
+    await pg.mark_running(run_id=prepared.run_id, model="m")
+    assert await pg.heartbeat(run_id=prepared.run_id) is False
+    await Run.objects.filter(pk=prepared.run_id).aupdate(cancel_requested=True)
+    assert await pg.heartbeat(run_id=prepared.run_id) is True
+    assert (await Run.objects.aget(pk=prepared.run_id)).heartbeat_at is not None
+
+
+async def test_a_kept_request_is_read_back_by_the_orm(pg: PgTurnStore) -> None:
+    prepared = await pg.prepare(turn=record("t-keep", history("a")), reap=never_reap)
+    await pg.keep_request(run_id=prepared.run_id, payload={"messages": [], "n": 1})
+    assert (await Run.objects.aget(pk=prepared.run_id)).request_payload == {
+        "messages": [],
+        "n": 1,
+    }
+
+
+async def test_spans_and_cost_are_stored(pg: PgTurnStore) -> None:
+    from copilot_runtime.models import ModelPrice
+
+    await ModelPrice.objects.acreate(
+        model="gpt-x", input_per_million="1.00", output_per_million="2.00"
+    )
+    prepared = await pg.prepare(turn=record("t-span", history("a")), reap=never_reap)
+    started = dt.datetime(2026, 1, 1, tzinfo=dt.UTC).timestamp()
+    records = [
+        SpanRecord(
+            key="run",
+            span_id="a" * 16,
+            parent_span_id="",
+            kind="run",
+            name="run",
+            started_at=started,
+            ended_at=started + 1,
+        ),
+        SpanRecord(
+            key="generation-1",
+            span_id="b" * 16,
+            parent_span_id="a" * 16,
+            kind="generation",
+            name="chat gpt-x",
+            started_at=started,
+            ended_at=started + 0.5,
+            attributes={
+                "gen_ai.request.model": "gpt-x",
+                "gen_ai.usage.input_tokens": 1_000_000,
+                "gen_ai.usage.output_tokens": 1_000_000,
+            },
+        ),
+    ]
+    cost = await pg.store_trace(
+        run_id=prepared.run_id, trace_id="f" * 32, records=records, persist_spans=True
+    )
+
+    assert str(cost) == "3.0000000000"
+    assert str((await Run.objects.aget(pk=prepared.run_id)).cost) == "3.0000000000"
+    spans = [s async for s in Span.objects.filter(run_id=prepared.run_id).order_by("span_id")]
+    assert [(s.kind, s.ended_at - s.started_at) for s in spans] == [
+        ("run", dt.timedelta(seconds=1)),
+        ("generation", dt.timedelta(seconds=0.5)),
+    ]
