@@ -268,3 +268,19 @@ def _close_async_executor_connections(django_db_setup: None) -> Iterator[None]:
     from django.db import connections
 
     SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=10)
+
+
+# --- per-process caches ---------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _fresh_runtime_caches() -> Iterator[None]:
+    """Each test starts with empty short-lived caches (guardrail rules, model prices, callers):
+    rows a previous test rolled back must not be remembered."""
+    from copilot_runtime.guardrails.rules import rules_cache_clear
+    from copilot_runtime.http.caller_cache import caller_cache_clear
+    from copilot_runtime.tracing.cost import prices_cache_clear
+
+    for clear in (rules_cache_clear, prices_cache_clear, caller_cache_clear):
+        clear()
+    yield

@@ -63,9 +63,7 @@ def _row_for_input(thread: Thread, message: InputMessage, position: int, run: Ru
     )
 
 
-def messages_sync_input(
-    *, thread: Thread, messages: Iterable[InputMessage], run: Run
-) -> list[str]:
+def messages_sync_input(*, thread: Thread, messages: Iterable[InputMessage], run: Run) -> list[str]:
     """Store the client's history: new messages appended, known ones matched by id.
 
     When the client's history diverges from what is stored (a regenerate, an edit, a deleted

@@ -45,6 +45,8 @@ class RunOutcome:
     error_code: str = ""
     error_details: dict[str, Any] | None = None
     limit_trips: list[dict[str, Any]] | None = None
+    # The model the run used, recorded with its end when it was not recorded at its start.
+    model: str = ""
 
 
 @dataclass(slots=True)
@@ -99,7 +101,7 @@ def run_create(
     return run
 
 
-def run_mark_running(*, run_id: str, model: str) -> bool:
+def run_mark_running(*, run_id: str, model: str = "") -> bool:
     """pending -> running, once: False when the run is not pending (already started by an
     earlier delivery of the same task, or stopped before it started)."""
     now = timezone.now()
@@ -162,6 +164,7 @@ def run_record_progress(
             error_code=outcome.error_code,
             error_details=outcome.error_details,
             limit_trips=outcome.limit_trips,
+            model=outcome.model,
         )
 
 
@@ -174,9 +177,12 @@ def run_finish(
     error_code: str = "",
     error_details: dict[str, Any] | None = None,
     limit_trips: list[dict[str, Any]] | None = None,
+    model: str = "",
 ) -> None:
     now = timezone.now()
     extra: dict[str, Any] = {"limit_trips": limit_trips} if limit_trips else {}
+    if model:
+        extra["model"] = model
     run_status: Any = status
     thread_status: Any = (
         ThreadStatus.INTERRUPTED if status == RunStatus.INTERRUPTED else ThreadStatus.IDLE

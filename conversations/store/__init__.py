@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from django.db import connections
+from django.conf import settings
 
 from conversations.store.types import PreparedTurn, TurnStore
 
@@ -25,8 +25,8 @@ __all__ = ["PreparedTurn", "TurnStore", "turn_store"]
 
 
 @cache
-def _store_for(vendor: str) -> TurnStore:
-    if vendor == "postgresql":
+def _store_for(kind: str) -> TurnStore:
+    if kind == "auto" and settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
         from conversations.store.pg import PgTurnStore
 
         return PgTurnStore()
@@ -39,9 +39,7 @@ def turn_store() -> TurnStore:
     """The store for the default database (``TURN_STORE``: ``auto`` or ``orm``)."""
     from copilot_runtime.conf import runtime_setting
 
-    if str(runtime_setting("TURN_STORE")).strip().lower() == "orm":
-        return _store_for("orm")
-    return _store_for(connections["default"].vendor)
+    return _store_for(str(runtime_setting("TURN_STORE")).strip().lower())
 
 
 def turn_store_reset() -> None:

@@ -71,6 +71,8 @@ def turn_record(*, turn: TurnRecord, reap: Reap) -> PreparedTurn:
         run_id=turn.run_id,
     )
     new_ids = messages_sync_input(thread=thread, messages=turn.messages, run=run)
+    if turn.start_running:
+        run_mark_running(run_id=run.id)
     if turn.request_payload is not None:
         run.request_payload = turn.request_payload
         run.save(update_fields=["request_payload"])
@@ -84,6 +86,27 @@ def turn_record(*, turn: TurnRecord, reap: Reap) -> PreparedTurn:
         latest_state=dict(latest.state) if latest is not None else None,
         new_message_ids=tuple(new_ids),
     )
+
+
+@transaction.atomic
+def _record(*, run_id: str, progress: Progress) -> None:
+    from copilot_runtime.tracing.store import trace_store
+
+    run_record_progress(
+        run_id=run_id,
+        events=progress.events,
+        messages=progress.messages,
+        agent_states=progress.agent_states,
+        first_token_at=progress.first_token_at,
+        outcome=progress.outcome,
+    )
+    if progress.trace is not None:
+        trace_store(
+            run_id=run_id,
+            trace_id=progress.trace.trace_id,
+            records=progress.trace.records,
+            persist_spans=progress.trace.persist_spans,
+        )
 
 
 class OrmTurnStore:
@@ -100,15 +123,7 @@ class OrmTurnStore:
         return await on_store_thread(run_mark_running, run_id=run_id, model=model)
 
     async def record(self, *, run_id: str, thread_pk: int | None, progress: Progress) -> None:
-        await on_store_thread(
-            run_record_progress,
-            run_id=run_id,
-            events=progress.events,
-            messages=progress.messages,
-            agent_states=progress.agent_states,
-            first_token_at=progress.first_token_at,
-            outcome=progress.outcome,
-        )
+        await on_store_thread(_record, run_id=run_id, progress=progress)
 
     async def heartbeat(self, *, run_id: str) -> bool:
         return await on_store_thread(run_heartbeat, run_id=run_id)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-import time
+import uuid
 from decimal import Decimal
 from typing import Any
 
@@ -36,7 +36,7 @@ from conversations.models import MessageKind, RunStatus, ThreadStatus
 from conversations.services.messages import _NOT_STORED_ROLES
 from conversations.services.runs import ThreadBusy
 from conversations.services.threads import ThreadNotAvailable, title_from_text
-from conversations.store.types import PreparedTurn, Progress, Reap, TurnRecord
+from conversations.store.types import PreparedTurn, Progress, Reap, SpanWrite, TurnRecord
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +48,6 @@ AGENT_STATE = "conversations_agentstate"
 SPAN = "conversations_span"
 
 _ACTIVE = (str(RunStatus.PENDING), str(RunStatus.RUNNING))
-_PRICES_TTL_SECONDS = 30.0
 
 
 def _dumps(value: Any) -> str:
@@ -118,9 +117,6 @@ POOLS = _Pools()
 
 
 class PgTurnStore:
-    def __init__(self) -> None:
-        self._prices: tuple[float, dict[str, Any]] | None = None
-
     async def _connection(self) -> Any:
         pool = await POOLS.get()
         return pool.connection()
@@ -148,53 +144,54 @@ class PgTurnStore:
         history = [
             m for m in turn.messages if not (m.kind == "text" and m.role in _NOT_STORED_ROLES)
         ]
-        async with await self._connection() as conn, conn.transaction(), conn.cursor() as cur:
-            # Created on first use; the row stays locked until the run exists, so two
-            # requests on one thread are serialised (the ON CONFLICT branch locks it too).
+        for message in history:
+            if not message.id:  # a client may omit ids; never store a null one
+                message.id = f"ck-{uuid.uuid4()}"
+        incoming = list(dict.fromkeys(m.id for m in history))
+        async with await self._connection() as conn, conn.transaction():
+            cur = conn.cursor()
+            # Statement 1: everything the turn needs to know. The thread is created on first
+            # use, and its row stays locked until the run exists, so two requests on one
+            # thread are serialised (the ON CONFLICT branch locks it too). Of the messages,
+            # only the ids the request carries are read, and two aggregates: never the thread.
             await cur.execute(
-                f"INSERT INTO {THREAD} (thread_id, owner_id, agent_name, title, metadata,"
-                " status, created_at, updated_at) VALUES (%s, %s, %s, '', '{}', %s, %s, %s)"
-                " ON CONFLICT (thread_id) DO UPDATE SET thread_id = EXCLUDED.thread_id"
-                " RETURNING id, owner_id, title",
-                (turn.thread_id, owner_id, turn.agent_name, str(ThreadStatus.IDLE), now, now),
+                _LOOK,
+                (
+                    turn.thread_id,
+                    owner_id,
+                    turn.agent_name,
+                    str(ThreadStatus.IDLE),
+                    now,
+                    now,
+                    list(_ACTIVE),
+                    incoming,
+                    str(MessageKind.AGENT_STATE),
+                    turn.agent_name if turn.want_state else None,
+                ),
             )
-            thread_pk, stored_owner, title = await cur.fetchone()
+            (
+                thread_pk,
+                stored_owner,
+                title,
+                active,
+                found_rows,
+                current_count,
+                last_position,
+                latest,
+            ) = await cur.fetchone()
             visible = (
-                stored_owner is None and not user.is_authenticated
+                not user.is_authenticated
                 if stored_owner is None
                 else user.is_authenticated and stored_owner == user.pk
             )
             if not visible:
                 raise ThreadNotAvailable()
-            await cur.execute(
-                f"SELECT id, status FROM {RUN} WHERE thread_id = %s AND status = ANY(%s)",
-                (thread_pk, list(_ACTIVE)),
-            )
-            active = await cur.fetchall()
             if active:
                 raise _Busy([pk for pk, status in active if status == RunStatus.RUNNING])
-
-            await cur.execute(
-                f"INSERT INTO {RUN} (id, thread_id, agent_name, protocol, request_type,"
-                " previous_run_id, status, error_code, error_details, limit_trips, model,"
-                " input_tokens, output_tokens, cached_input_tokens, reasoning_tokens, cost,"
-                " created_at, request_payload, cancel_requested, attempts)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, '', NULL, '[]', '', 0, 0, 0, 0, NULL,"
-                " %s, %s, false, 0)",
-                (
-                    turn.run_id,
-                    thread_pk,
-                    turn.agent_name,
-                    turn.protocol,
-                    turn.request_type,
-                    turn.previous_run_id or "",
-                    str(RunStatus.PENDING),
-                    now,
-                    _json(turn.request_payload),
-                ),
-            )
-            new_ids = await _sync_history(cur, thread_pk, history, turn.run_id, now)
-
+            found = {mid: (superseded, kind) for mid, superseded, kind in found_rows or ()}
+            last = -1 if last_position is None else last_position
+            await _supersede(cur, thread_pk, incoming, found, current_count)
+            rows = _new_message_rows(history, found, last, now)
             new_title = ""
             if not title:
                 first_user = next(
@@ -202,129 +199,183 @@ class PgTurnStore:
                 )
                 if first_user is not None and first_user.content.strip():
                     new_title = title_from_text(first_user.content)
+            running = turn.start_running
+            # Statement 2: the run, the new messages and the thread's status, then the commit.
             await cur.execute(
-                f"UPDATE {THREAD} SET status = %s, updated_at = %s,"
-                " title = CASE WHEN %s <> '' THEN %s ELSE title END WHERE id = %s",
-                (str(ThreadStatus.RUNNING), now, new_title, new_title, thread_pk),
+                _WRITE_TURN,
+                (
+                    turn.run_id,
+                    thread_pk,
+                    turn.agent_name,
+                    turn.protocol,
+                    turn.request_type,
+                    turn.previous_run_id or "",
+                    str(RunStatus.RUNNING if running else RunStatus.PENDING),
+                    now,
+                    now if running else None,
+                    now if running else None,
+                    _json(turn.request_payload),
+                    1 if running else 0,
+                    thread_pk,
+                    turn.run_id,
+                    _rows(rows),
+                    str(ThreadStatus.RUNNING),
+                    now,
+                    new_title,
+                    new_title,
+                    thread_pk,
+                ),
             )
-            latest: dict[str, Any] | None = None
-            if turn.want_state:
-                await cur.execute(
-                    f"SELECT state FROM {AGENT_STATE} WHERE thread_id = %s AND agent_name = %s"
-                    " ORDER BY id DESC LIMIT 1",
-                    (thread_pk, turn.agent_name),
-                )
-                row = await cur.fetchone()
-                latest = dict(row[0]) if row is not None and isinstance(row[0], dict) else None
         return PreparedTurn(
             run_id=turn.run_id,
             thread_id=turn.thread_id,
             thread_pk=thread_pk,
-            latest_state=latest,
-            new_message_ids=tuple(new_ids),
+            latest_state=dict(latest) if isinstance(latest, dict) else None,
+            new_message_ids=tuple(row[1] for row in rows),
+            next_position=last + len(rows) + 1,
         )
 
     # --- the run's life -----------------------------------------------------------------------
 
     async def keep_request(self, *, run_id: str, payload: dict[str, Any]) -> None:
-        try:
-            async with await self._connection() as conn:
-                await conn.execute(
-                    f"UPDATE {RUN} SET request_payload = %s WHERE id = %s",
-                    (_json(payload), run_id),
-                )
-        except psycopg.Error as exc:
-            raise _translate(exc) from exc
-        except PoolTimeout as exc:
-            raise django_db.OperationalError(str(exc)) from exc
+        await self._execute(
+            f"UPDATE {RUN} SET request_payload = %s WHERE id = %s",
+            (_json(payload), run_id),
+            fetch=False,
+        )
 
     async def mark_running(self, *, run_id: str, model: str) -> bool:
         now = timezone.now()
-        try:
-            async with await self._connection() as conn:
-                cur = await conn.execute(
-                    f"UPDATE {RUN} SET status = %s, started_at = %s, heartbeat_at = %s,"
-                    " model = %s, attempts = attempts + 1 WHERE id = %s AND status = %s",
-                    (str(RunStatus.RUNNING), now, now, model, run_id, str(RunStatus.PENDING)),
-                )
-                return cur.rowcount > 0
-        except psycopg.Error as exc:
-            raise _translate(exc) from exc
-        except PoolTimeout as exc:
-            raise django_db.OperationalError(str(exc)) from exc
+        row = await self._execute(
+            f"UPDATE {RUN} SET status = %s, started_at = %s, heartbeat_at = %s,"
+            " model = %s, attempts = attempts + 1 WHERE id = %s AND status = %s RETURNING 1",
+            (str(RunStatus.RUNNING), now, now, model, run_id, str(RunStatus.PENDING)),
+        )
+        return row is not None
 
     async def heartbeat(self, *, run_id: str) -> bool:
-        try:
-            async with await self._connection() as conn:
-                cur = await conn.execute(
-                    f"UPDATE {RUN} SET heartbeat_at = %s WHERE id = %s RETURNING cancel_requested",
-                    (timezone.now(), run_id),
-                )
-                row = await cur.fetchone()
-                return bool(row and row[0])
-        except psycopg.Error as exc:
-            raise _translate(exc) from exc
-        except PoolTimeout as exc:
-            raise django_db.OperationalError(str(exc)) from exc
+        row = await self._execute(
+            f"UPDATE {RUN} SET heartbeat_at = %s WHERE id = %s RETURNING cancel_requested",
+            (timezone.now(), run_id),
+        )
+        return bool(row and row[0])
 
     async def record(self, *, run_id: str, thread_pk: int | None, progress: Progress) -> None:
-        try:
-            async with await self._connection() as conn, conn.transaction():
-                await _record(conn, run_id, thread_pk, progress)
-        except psycopg.Error as exc:
-            raise _translate(exc) from exc
-        except PoolTimeout as exc:
-            raise django_db.OperationalError(str(exc)) from exc
+        """One batch as ONE statement (atomic by itself): the log, finished messages, states,
+        the first token's time, the run's end and its spans."""
+        now = timezone.now()
+        trace = progress.trace
+        outcome = progress.outcome
+        parts: list[str] = []
+        params: list[Any] = []
+        thread = (
+            "%s::bigint"
+            if thread_pk is not None
+            else f"(SELECT thread_id FROM {RUN} WHERE id = %s)"
+        )
+        thread_param: Any = thread_pk if thread_pk is not None else run_id
+        if progress.events:
+            parts.append(_INSERT_EVENTS)
+            params += [run_id, now, _rows([(e.seq, e.type, e.payload) for e in progress.events])]
+        if progress.messages:
+            position = progress.first_position
+            if position is None:
+                parts.append(_INSERT_OUTPUT_AFTER_LAST.replace("{thread}", thread))
+                params += [thread_param, thread_param]
+                position = 0
+            else:
+                parts.append(_INSERT_OUTPUT.replace("{thread}", thread))
+                params += [thread_param]
+            params += [
+                run_id,
+                _rows([_output_row(m, position + i) for i, m in enumerate(progress.messages)]),
+            ]
+        if progress.agent_states:
+            parts.append(_INSERT_STATES.replace("{thread}", thread))
+            params += [
+                thread_param,
+                now,
+                _rows(
+                    [
+                        (
+                            s["agent_name"],
+                            s["state"],
+                            s["node_name"],
+                            s["run_id"],
+                            s["active"],
+                            s["running"],
+                        )
+                        for s in progress.agent_states
+                    ]
+                ),
+            ]
+        if progress.first_token_at is not None and outcome is None:
+            parts.append(f"UPDATE {RUN} SET first_token_at = %s WHERE id = %s")
+            params += [progress.first_token_at, run_id]
+        if outcome is not None:
+            status = str(outcome.status)
+            if status == RunStatus.INTERRUPTED or (
+                progress.interrupted and status == RunStatus.SUCCEEDED
+            ):
+                status, thread_status = str(RunStatus.INTERRUPTED), str(ThreadStatus.INTERRUPTED)
+            else:
+                thread_status = str(ThreadStatus.IDLE)
+            usage = outcome.usage
+            parts.append(_FINISH_RUN)
+            params += [
+                status,
+                outcome.error_code,
+                _json(outcome.error_details),
+                now,
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cached_input_tokens,
+                usage.reasoning_tokens,
+                _json(outcome.limit_trips or None),
+                outcome.model,
+                outcome.model,
+                trace.cost if trace is not None else None,
+                progress.first_token_at,
+                run_id,
+            ]
+            parts.append(_FINISH_THREAD.replace("{thread}", thread))
+            params += [thread_status, now, thread_param]
+        elif trace is not None and trace.cost is not None:
+            parts.append(f"UPDATE {RUN} SET cost = %s WHERE id = %s")
+            params += [trace.cost, run_id]
+        if trace is not None and trace.persist_spans and trace.records:
+            parts.append(_INSERT_SPANS)
+            params += [trace.trace_id, run_id, _rows([_span_row(r) for r in trace.records])]
+        if not parts:
+            return
+        await self._execute(_as_one_statement(parts), params, fetch=False)
 
     async def store_trace(
         self, *, run_id: str, trace_id: str, records: list[Any], persist_spans: bool
     ) -> Decimal | None:
-        from copilot_runtime.tracing.store import spans_price, when
+        from copilot_runtime.tracing.cost import prices_cached
+        from copilot_runtime.tracing.store import spans_price
 
-        cost = spans_price(records=records, prices=await self._model_prices())
-        rows = [
-            (
-                trace_id,
-                r.span_id,
-                r.parent_span_id,
-                run_id,
-                r.kind,
-                r.name[:255],
-                _json(r.input),
-                _json(r.output),
-                _json(r.attributes),
-                r.is_error,
-                r.is_complete,
-                when(r.started_at),
-                when(r.ended_at),
-            )
-            for r in records
-        ]
-        try:
-            async with await self._connection() as conn, conn.transaction(), conn.cursor() as cur:
-                if persist_spans and rows:
-                    await cur.executemany(
-                        f"INSERT INTO {SPAN} (trace_id, span_id, parent_span_id, run_id, kind,"
-                        " name, input, output, attributes, is_error, is_complete, started_at,"
-                        " ended_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                        rows,
-                    )
-                if cost is not None:
-                    await cur.execute(f"UPDATE {RUN} SET cost = %s WHERE id = %s", (cost, run_id))
-        except psycopg.Error as exc:
-            raise _translate(exc) from exc
+        cost = spans_price(records=records, prices=await prices_cached())
+        trace = SpanWrite(
+            trace_id=trace_id, records=records, cost=cost, persist_spans=persist_spans
+        )
+        await self.record(
+            run_id=run_id,
+            thread_pk=None,
+            progress=Progress(events=[], messages=[], agent_states=[], trace=trace),
+        )
         return cost
 
-    async def _model_prices(self) -> dict[str, Any]:
-        """The price table, re-read at most every 30 s (an admin edit applies within that)."""
-        cached = self._prices
-        if cached is not None and time.monotonic() - cached[0] < _PRICES_TTL_SECONDS:
-            return cached[1]
-        from copilot_runtime.tracing.cost import prices_load
-
-        prices = await sync_to_async(prices_load)()
-        self._prices = (time.monotonic(), prices)
-        return prices
+    async def _execute(self, sql: str, params: Any, *, fetch: bool = True) -> Any:
+        try:
+            async with await self._connection() as conn:
+                cur = await conn.execute(sql, params)
+                return await cur.fetchone() if fetch else None
+        except psycopg.Error as exc:
+            raise _translate(exc) from exc
+        except PoolTimeout as exc:
+            raise django_db.OperationalError(str(exc)) from exc
 
 
 class _Busy(Exception):
@@ -333,40 +384,36 @@ class _Busy(Exception):
         self.running = running
 
 
-async def _sync_history(
-    cur: Any, thread_pk: int, history: list[Any], run_id: str, now: dt.datetime
-) -> list[str]:
-    """``messages_sync_input`` in SQL, reading only the ids the request carries (plus two
-    aggregates) instead of the whole thread: the common case, a history that extends what is
-    stored, costs the same on the 120th turn as on the 2nd."""
-    for message in history:
-        if not message.id:
-            import uuid
+def _rows(rows: list[Any]) -> str:
+    """Many rows as one JSON parameter, unpacked by ``jsonb_array_elements`` in SQL: one
+    statement however many rows (each statement costs psycopg and the server far more than a
+    few more bytes of JSON)."""
+    return orjson.dumps(rows, option=orjson.OPT_NON_STR_KEYS).decode()
 
-            message.id = f"ck-{uuid.uuid4()}"
-    incoming = list(dict.fromkeys(m.id for m in history))
-    await cur.execute(
-        f"SELECT message_id, superseded, kind FROM {MESSAGE}"
-        " WHERE thread_id = %s AND message_id = ANY(%s)",
-        (thread_pk, incoming),
-    )
-    found = {
-        message_id: (superseded, kind) for message_id, superseded, kind in await cur.fetchall()
-    }
-    await cur.execute(
-        f"SELECT count(*) FILTER (WHERE NOT superseded AND kind <> %s), max(position)"
-        f" FROM {MESSAGE} WHERE thread_id = %s",
-        (str(MessageKind.AGENT_STATE), thread_pk),
-    )
-    current_count, last_position = await cur.fetchone()
+
+def _as_one_statement(parts: list[str]) -> str:
+    if len(parts) == 1:
+        return parts[0]
+    ctes = ", ".join(f"w{i} AS ({part})" for i, part in enumerate(parts))
+    return f"WITH {ctes} SELECT 1"
+
+
+async def _supersede(
+    cur: Any,
+    thread_pk: int,
+    incoming: list[str],
+    found: dict[str, tuple[bool, str]],
+    current_count: int,
+) -> None:
+    """The client no longer sends some stored messages (a regenerate, an edit, a deletion):
+    they are superseded, kept for the record; ones it sends again are current again. Rare:
+    a history that extends what is stored touches nothing here."""
     current_sent = sum(
         1
         for superseded, kind in found.values()
         if not superseded and kind != MessageKind.AGENT_STATE
     )
     if current_sent != current_count:
-        # The client no longer sends some stored messages (a regenerate, an edit, a deletion):
-        # they are superseded, kept for the record.
         await cur.execute(
             f"UPDATE {MESSAGE} SET superseded = true WHERE thread_id = %s AND NOT superseded"
             " AND kind <> %s AND NOT (message_id = ANY(%s))",
@@ -379,9 +426,14 @@ async def _sync_history(
             " AND message_id = ANY(%s)",
             (thread_pk, restore),
         )
-    position = -1 if last_position is None else last_position
+
+
+def _new_message_rows(
+    history: list[Any], found: dict[str, Any], last_position: int, now: dt.datetime
+) -> list[tuple[Any, ...]]:
     rows = []
     seen = set(found)
+    position = last_position
     for m in history:
         if m.id in seen:
             continue
@@ -390,14 +442,13 @@ async def _sync_history(
         arguments = m.agent_state if m.kind == MessageKind.AGENT_STATE else m.arguments
         rows.append(
             (
-                thread_pk,
                 position,
                 m.id,
                 m.kind,
                 m.role,
                 m.content,
                 m.action_name,
-                _json(arguments),
+                arguments,
                 m.parent_message_id,
                 m.action_execution_id,
                 m.result,
@@ -405,136 +456,141 @@ async def _sync_history(
                 m.image_bytes,
                 "success",
                 "",
-                False,
-                run_id,
                 m.created_at or now,
             )
         )
-    if rows:
-        await cur.executemany(_INSERT_MESSAGE, rows)
-    return [row[2] for row in rows]
+    return rows
 
 
-_INSERT_MESSAGE = (
-    f"INSERT INTO {MESSAGE} (thread_id, position, message_id, kind, role, content, action_name,"
-    " arguments, parent_message_id, action_execution_id, result, image_format, image_bytes,"
-    " status, status_reason, superseded, run_id, created_at)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+def _output_row(m: Any, position: int) -> tuple[Any, ...]:
+    return (
+        position,
+        m.message_id,
+        m.kind,
+        m.role,
+        m.content,
+        m.action_name,
+        m.arguments,
+        m.parent_message_id,
+        m.action_execution_id,
+        m.result,
+        "",
+        "",
+        m.status,
+        m.status_reason,
+        m.created_at,
+    )
+
+
+def _span_row(r: Any) -> tuple[Any, ...]:
+    from copilot_runtime.tracing.store import when
+
+    return (
+        r.span_id,
+        r.parent_span_id,
+        r.kind,
+        r.name[:255],
+        r.input,
+        r.output,
+        r.attributes,
+        r.is_error,
+        r.is_complete,
+        when(r.started_at),
+        when(r.ended_at),
+    )
+
+
+# --- the statements ---------------------------------------------------------------------------
+
+_LOOK = f"""
+WITH t AS (
+    INSERT INTO {THREAD} (thread_id, owner_id, agent_name, title, metadata, status,
+                          created_at, updated_at)
+    VALUES (%s, %s, %s, '', '{{}}', %s, %s, %s)
+    ON CONFLICT (thread_id) DO UPDATE SET thread_id = EXCLUDED.thread_id
+    RETURNING id, owner_id, title
+)
+SELECT t.id, t.owner_id, t.title,
+    (SELECT json_agg(json_build_array(r.id, r.status)) FROM {RUN} r
+      WHERE r.thread_id = t.id AND r.status = ANY(%s)),
+    (SELECT json_agg(json_build_array(m.message_id, m.superseded, m.kind)) FROM {MESSAGE} m
+      WHERE m.thread_id = t.id AND m.message_id = ANY(%s)),
+    (SELECT count(*) FILTER (WHERE NOT m.superseded AND m.kind <> %s) FROM {MESSAGE} m
+      WHERE m.thread_id = t.id),
+    (SELECT max(m.position) FROM {MESSAGE} m WHERE m.thread_id = t.id),
+    (SELECT s.state FROM {AGENT_STATE} s WHERE s.thread_id = t.id AND s.agent_name = %s
+      ORDER BY s.id DESC LIMIT 1)
+FROM t
+"""
+
+_MESSAGE_COLUMNS = (
+    "thread_id, position, message_id, kind, role, content, action_name, arguments,"
+    " parent_message_id, action_execution_id, result, image_format, image_bytes, status,"
+    " status_reason, superseded, run_id, created_at"
+)
+# e: [position, message_id, kind, role, content, action_name, arguments, parent_message_id,
+#     action_execution_id, result, image_format, image_bytes, status, status_reason, created_at]
+_MESSAGE_VALUES = (
+    "(e->>0)::int + {offset}, e->>1, e->>2, e->>3, e->>4, e->>5, NULLIF(e->6, 'null'::jsonb),"
+    " e->>7, e->>8, e->>9, e->>10, e->>11, e->>12, e->>13, false, %s, (e->>14)::timestamptz"
 )
 
+_WRITE_TURN = f"""
+WITH run AS (
+    INSERT INTO {RUN} (id, thread_id, agent_name, protocol, request_type, previous_run_id,
+        status, error_code, error_details, limit_trips, model, input_tokens, output_tokens,
+        cached_input_tokens, reasoning_tokens, cost, created_at, started_at, heartbeat_at,
+        request_payload, cancel_requested, attempts)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, '', NULL, '[]', '', 0, 0, 0, 0, NULL, %s, %s, %s, %s,
+        false, %s)
+), messages AS (
+    INSERT INTO {MESSAGE} ({_MESSAGE_COLUMNS})
+    SELECT %s, {_MESSAGE_VALUES.format(offset=0)}
+    FROM jsonb_array_elements(%s::jsonb) e
+)
+UPDATE {THREAD} SET status = %s, updated_at = %s,
+    title = CASE WHEN %s <> '' THEN %s ELSE title END
+WHERE id = %s
+"""
 
-async def _record(conn: Any, run_id: str, thread_pk: int | None, progress: Progress) -> None:
-    now = timezone.now()
-    async with conn.cursor() as cur:
-        if progress.events:
-            await cur.executemany(
-                f"INSERT INTO {RUN_EVENT} (run_id, seq, type, payload, created_at)"
-                " VALUES (%s, %s, %s, %s, %s)",
-                [(run_id, e.seq, e.type, _json(e.payload), now) for e in progress.events],
-            )
-        if (progress.messages or progress.agent_states) and thread_pk is None:
-            await cur.execute(f"SELECT thread_id FROM {RUN} WHERE id = %s", (run_id,))
-            thread_pk = (await cur.fetchone())[0]
-        if progress.messages:
-            ids = [m.message_id for m in progress.messages]
-            await cur.execute(
-                f"SELECT message_id FROM {MESSAGE} WHERE thread_id = %s AND message_id = ANY(%s)",
-                (thread_pk, ids),
-            )
-            existing = {row[0] for row in await cur.fetchall()}
-            await cur.execute(
-                f"SELECT max(position) FROM {MESSAGE} WHERE thread_id = %s", (thread_pk,)
-            )
-            last = (await cur.fetchone())[0]
-            position = -1 if last is None else last
-            rows = []
-            for m in progress.messages:
-                if m.message_id in existing:
-                    continue
-                position += 1
-                rows.append(
-                    (
-                        thread_pk,
-                        position,
-                        m.message_id,
-                        m.kind,
-                        m.role,
-                        m.content,
-                        m.action_name,
-                        _json(m.arguments),
-                        m.parent_message_id,
-                        m.action_execution_id,
-                        m.result,
-                        "",
-                        "",
-                        m.status,
-                        m.status_reason,
-                        False,
-                        run_id,
-                        m.created_at,
-                    )
-                )
-            if rows:
-                await cur.executemany(_INSERT_MESSAGE, rows)
-        if progress.agent_states:
-            await cur.executemany(
-                f"INSERT INTO {AGENT_STATE} (thread_id, agent_name, state, config, node_name,"
-                " run_id, active, running, created_at) VALUES (%s, %s, %s, '{}', %s, %s, %s, %s,"
-                " %s)",
-                [
-                    (
-                        thread_pk,
-                        s["agent_name"],
-                        _json(s["state"]),
-                        s["node_name"],
-                        s["run_id"],
-                        s["active"],
-                        s["running"],
-                        now,
-                    )
-                    for s in progress.agent_states
-                ],
-            )
-        if progress.first_token_at is not None:
-            await cur.execute(
-                f"UPDATE {RUN} SET first_token_at = %s WHERE id = %s",
-                (progress.first_token_at, run_id),
-            )
-        outcome = progress.outcome
-        if outcome is not None:
-            status = str(outcome.status)
-            paused = progress.interrupted and status == RunStatus.SUCCEEDED
-            if paused or status == RunStatus.INTERRUPTED:
-                status, thread_status = str(RunStatus.INTERRUPTED), str(ThreadStatus.INTERRUPTED)
-            else:
-                thread_status = str(ThreadStatus.IDLE)
-            usage = outcome.usage
-            trips = ", limit_trips = %s" if outcome.limit_trips else ""
-            params: list[Any] = [
-                status,
-                outcome.error_code,
-                _json(outcome.error_details),
-                now,
-                usage.input_tokens,
-                usage.output_tokens,
-                usage.cached_input_tokens,
-                usage.reasoning_tokens,
-            ]
-            if outcome.limit_trips:
-                params.append(_json(outcome.limit_trips))
-            params.append(run_id)
-            await cur.execute(
-                f"UPDATE {RUN} SET status = %s, error_code = %s, error_details = %s,"
-                " finished_at = %s, input_tokens = input_tokens + %s,"
-                " output_tokens = output_tokens + %s,"
-                " cached_input_tokens = cached_input_tokens + %s,"
-                f" reasoning_tokens = reasoning_tokens + %s{trips} WHERE id = %s"
-                " RETURNING thread_id",
-                params,
-            )
-            row = await cur.fetchone()
-            if row is not None:
-                await cur.execute(
-                    f"UPDATE {THREAD} SET status = %s, updated_at = %s WHERE id = %s",
-                    (thread_status, now, row[0]),
-                )
+_INSERT_EVENTS = (
+    f"INSERT INTO {RUN_EVENT} (run_id, seq, type, payload, created_at)"
+    " SELECT %s, (e->>0)::int, e->>1, e->2, %s FROM jsonb_array_elements(%s::jsonb) e"
+)
+_INSERT_OUTPUT = (
+    f"INSERT INTO {MESSAGE} ({_MESSAGE_COLUMNS}) SELECT {{thread}},"
+    f" {_MESSAGE_VALUES.format(offset=0)} FROM jsonb_array_elements(%s::jsonb) e"
+    # Idempotent on the message id: a redelivered run stores nothing twice.
+    " ON CONFLICT (thread_id, message_id) DO NOTHING"
+)
+_INSERT_OUTPUT_AFTER_LAST = (
+    f"INSERT INTO {MESSAGE} ({_MESSAGE_COLUMNS}) SELECT {{thread}},"
+    + _MESSAGE_VALUES.format(
+        offset=f"(SELECT coalesce(max(position), -1) + 1 FROM {MESSAGE}"
+        " WHERE thread_id = {thread})"
+    )
+    + " FROM jsonb_array_elements(%s::jsonb) e ON CONFLICT (thread_id, message_id) DO NOTHING"
+)
+_INSERT_STATES = (
+    f"INSERT INTO {AGENT_STATE} (thread_id, agent_name, state, config, node_name, run_id,"
+    " active, running, created_at) SELECT {thread}, e->>0, e->1, '{}'::jsonb, e->>2, e->>3,"
+    " (e->>4)::boolean, (e->>5)::boolean, %s FROM jsonb_array_elements(%s::jsonb) e"
+)
+_FINISH_RUN = (
+    f"UPDATE {RUN} SET status = %s, error_code = %s, error_details = %s, finished_at = %s,"
+    " input_tokens = input_tokens + %s, output_tokens = output_tokens + %s,"
+    " cached_input_tokens = cached_input_tokens + %s,"
+    " reasoning_tokens = reasoning_tokens + %s,"
+    " limit_trips = coalesce(%s::jsonb, limit_trips),"
+    " model = CASE WHEN %s::text <> '' THEN %s::text ELSE model END,"
+    " cost = coalesce(%s::numeric, cost),"
+    " first_token_at = coalesce(%s::timestamptz, first_token_at) WHERE id = %s"
+)
+_FINISH_THREAD = f"UPDATE {THREAD} SET status = %s, updated_at = %s WHERE id = {{thread}}"
+_INSERT_SPANS = (
+    f"INSERT INTO {SPAN} (trace_id, run_id, span_id, parent_span_id, kind, name, input, output,"
+    " attributes, is_error, is_complete, started_at, ended_at)"
+    " SELECT %s, %s, e->>0, e->>1, e->>2, e->>3, NULLIF(e->4, 'null'::jsonb),"
+    " NULLIF(e->5, 'null'::jsonb), e->6, (e->>7)::boolean, (e->>8)::boolean,"
+    " (e->>9)::timestamptz, (e->>10)::timestamptz FROM jsonb_array_elements(%s::jsonb) e"
+)

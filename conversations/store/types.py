@@ -35,6 +35,9 @@ class TurnRecord:
     want_state: bool = True
     # The parsed request, stored on the run for the process that executes it (Celery).
     request_payload: dict[str, Any] | None = None
+    # Executed at once by this process (inline): the run is stored already running, which
+    # saves the executor its separate pending -> running write.
+    start_running: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +50,9 @@ class PreparedTurn:
     latest_state: dict[str, Any] | None = None
     # Ids of the client's messages that were new to the thread (stored by this turn).
     new_message_ids: tuple[str, ...] = ()
+    # The position the run's first output message takes (None: looked up when stored). One
+    # run at a time per thread, so the executor can count on from here.
+    next_position: int | None = None
 
 
 @dataclass(slots=True)
@@ -60,6 +66,18 @@ class Progress:
     outcome: RunOutcome | None = None
     # The run paused for the user (an interrupt): a succeeded run then ends interrupted.
     interrupted: bool = False
+    # Where ``messages`` start in the thread (None: after the thread's last message).
+    first_position: int | None = None
+    # With the run's end: its trace spans and cost, written in the same transaction.
+    trace: SpanWrite | None = None
+
+
+@dataclass(slots=True)
+class SpanWrite:
+    trace_id: str
+    records: list[Any]  # copilot_runtime.tracing.records.SpanRecord
+    cost: Decimal | None
+    persist_spans: bool
 
 
 class TurnStore(Protocol):

@@ -1,8 +1,8 @@
 """The OpenAI-compatible adapter (OpenAI, Azure, vLLM, Ollama... through ``OPENAI_BASE_URL``).
 
-The ``openai`` package configures the client, shapes the request, retries and types the
-errors; the stream itself is read raw and parsed with orjson, because the package's typed
-chunk objects cost more per token than everything else on the hot path together.
+The ``openai`` package resolves the client's configuration; the request is sent and its stream
+read by the raw transport (``sse_transport.py``) and parsed with orjson, because the package's
+HTTP pipeline and typed chunk objects cost more than everything else on the hot path together.
 """
 
 from __future__ import annotations
@@ -22,55 +22,10 @@ from copilot_runtime.adapters.base import (
     UpstreamError,
     UsageChunk,
 )
+from copilot_runtime.adapters.sse_transport import SseTransport
 
 _DATA_PREFIX = b"data: "
 _DONE = b"[DONE]"
-
-
-def _retry_after(error: openai.APIStatusError) -> float | None:
-    raw = error.response.headers.get("retry-after")
-    if raw is None:
-        return None
-    try:
-        return float(raw)
-    except ValueError:
-        return None
-
-
-def _upstream_message(error: openai.APIStatusError) -> str:
-    body = error.body
-    if isinstance(body, dict):
-        inner = body.get("error") if isinstance(body.get("error"), dict) else body
-        message = inner.get("message") if isinstance(inner, dict) else None
-        if message:
-            return str(message)
-    return error.message
-
-
-def upstream_error_from(error: Exception) -> UpstreamError:
-    """A structured error for anything the ``openai`` client raised."""
-    if isinstance(error, openai.RateLimitError):
-        return UpstreamError(
-            f"The model service is rate limiting requests: {_upstream_message(error)}",
-            code="UPSTREAM_RATE_LIMITED",
-            status_code=error.status_code,
-            retry_after=_retry_after(error),
-        )
-    if isinstance(error, openai.APIStatusError):
-        kind = "UPSTREAM_CLIENT_ERROR" if error.status_code < 500 else "UPSTREAM_SERVER_ERROR"
-        return UpstreamError(
-            f"The model service answered HTTP {error.status_code}: {_upstream_message(error)}",
-            code=kind,
-            status_code=error.status_code,
-        )
-    if isinstance(error, openai.APITimeoutError):
-        return UpstreamError("The model service did not answer in time.", code="UPSTREAM_TIMEOUT")
-    if isinstance(error, openai.APIConnectionError):
-        return UpstreamError(
-            "The model service could not be reached (connection failed).",
-            code="UPSTREAM_UNREACHABLE",
-        )
-    return UpstreamError("The model service failed unexpectedly.", code="UPSTREAM_ERROR")
 
 
 def _request_body(request: ModelRequest, default_model: str) -> dict[str, Any]:
@@ -152,27 +107,31 @@ class OpenAIAdapter:
         max_retries: int,
     ) -> None:
         self.default_model = model
-        self._client = openai.AsyncOpenAI(
+        # The package resolves the configuration (base URL, organisation and project headers,
+        # the environment's defaults); the stream goes through the raw transport.
+        client = openai.AsyncOpenAI(
             api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries
+        )
+        self._url = str(client.base_url).rstrip("/") + "/chat/completions"
+        headers = {**client.default_headers, **client.auth_headers}
+        self._transport = SseTransport(
+            headers={k: v for k, v in headers.items() if isinstance(v, str)},
+            timeout=timeout,
+            max_retries=max_retries,
         )
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
         body = _request_body(request, self.default_model)
-        create = self._client.chat.completions.with_streaming_response.create
         try:
-            async with create(**body) as response:
-                async for line in response.iter_lines():
-                    if not line.startswith("data: "):
-                        continue
-                    data = line[6:].encode()
-                    if data == _DONE:
-                        break
-                    for chunk in parse_chunk(data):
-                        yield chunk
+            async for data in self._transport.events(self._url, body):
+                if data == _DONE:
+                    break
+                if not data:
+                    continue
+                for chunk in parse_chunk(data):
+                    yield chunk
         except UpstreamError:
             raise
-        except openai.OpenAIError as exc:
-            raise upstream_error_from(exc) from exc
         except orjson.JSONDecodeError as exc:
             raise UpstreamError(
                 "The model service sent a malformed stream chunk.", code="UPSTREAM_BAD_STREAM"

@@ -21,12 +21,16 @@ from agents.runners import agent_turn_events, turn_server_actions
 from conversations.models import RunStatus
 from conversations.services.runs import RunOutcome
 from conversations.store import turn_store
-from conversations.store.types import Progress
+from conversations.store.types import PreparedTurn, Progress, SpanWrite
 from copilot_runtime.adapters import adapter_from_settings
 from copilot_runtime.conf import runtime_setting
 from copilot_runtime.engine.breakers import EmptyCallsBreaker, ToolBreaker
 from copilot_runtime.engine.chat import ChatTurn, chat_turn_events
-from copilot_runtime.engine.hooks import RequestHookContext, call_after_request
+from copilot_runtime.engine.hooks import (
+    RequestHookContext,
+    after_request_configured,
+    call_after_request,
+)
 from copilot_runtime.engine.loop_policy import loop_policy_for
 from copilot_runtime.engine.recorder import CANCELLED_REASON, STREAM_ERROR_REASON, RunRecorder
 from copilot_runtime.engine.relay import CANCEL_MESSAGE, announce_batch, run_control_group
@@ -50,9 +54,18 @@ class _Flusher:
     database, or the log would have a hole.
     """
 
-    def __init__(self, recorder: RunRecorder, interval: float, thread_pk: int | None) -> None:
+    def __init__(
+        self,
+        recorder: RunRecorder,
+        interval: float,
+        prepared: PreparedTurn | None,
+        *,
+        first_token_at_once: bool = True,
+    ) -> None:
         self._recorder = recorder
-        self._thread_pk = thread_pk
+        self._first_token_at_once = first_token_at_once
+        self._thread_pk = prepared.thread_pk if prepared is not None else None
+        self._next_position = prepared.next_position if prepared is not None else None
         self._store = turn_store()
         self._interval = interval
         self._outcome: RunOutcome | None = None
@@ -71,41 +84,66 @@ class _Flusher:
         while not self._closing:
             await self._wake.wait()
             self._wake.clear()
-            if self._flushed_first and not self._closing and not self._recorder.first_token_pending:
+            first_token = self._first_token_at_once and self._recorder.first_token_pending
+            if (self._flushed_first or not self._first_token_at_once) and not (
+                self._closing or first_token
+            ):
                 # Coalesce: at most one write per interval, except for the first token.
                 delay = self._interval - (time.monotonic() - self._last_flush)
                 if delay > 0:
                     await asyncio.sleep(delay)
             await self._write()
 
-    async def _write(self, outcome: RunOutcome | None = None) -> None:
+    async def _write(
+        self, outcome: RunOutcome | None = None, trace: SpanWrite | None = None
+    ) -> None:
         if not self._recorder.has_pending and outcome is None:
             return
         batch = self._recorder.take_batch()
+        first_position = self._next_position
+        if first_position is not None:
+            self._next_position = first_position + len(batch.messages)
         self._flushed_first = True
         self._last_flush = time.monotonic()
-        await self._store.record(
-            run_id=self._recorder.run_id,
-            thread_pk=self._thread_pk,
-            progress=Progress(
-                events=batch.events,
-                messages=batch.messages,
-                agent_states=batch.agent_states,
-                first_token_at=batch.first_token_at,
-                outcome=outcome,
-                interrupted=self._recorder.interrupted,
-            ),
+        progress = Progress(
+            events=batch.events,
+            messages=batch.messages,
+            agent_states=batch.agent_states,
+            first_token_at=batch.first_token_at,
+            outcome=outcome,
+            interrupted=self._recorder.interrupted,
+            first_position=first_position,
+            trace=trace,
         )
+        try:
+            await self._store.record(
+                run_id=self._recorder.run_id, thread_pk=self._thread_pk, progress=progress
+            )
+        except Exception:
+            if trace is None:
+                raise
+            # Tracing is best effort: the run's end is stored without its spans rather than
+            # not at all.
+            logger.warning(
+                "storing the spans of run %s failed; its end is stored without them",
+                self._recorder.run_id,
+                exc_info=True,
+            )
+            progress.trace = None
+            await self._store.record(
+                run_id=self._recorder.run_id, thread_pk=self._thread_pk, progress=progress
+            )
         # Logged (and committed) first, announced second: a follower can always catch up.
         await announce_batch(self._recorder.run_id, batch.events)
 
-    async def close(self, outcome: RunOutcome) -> None:
-        """Write everything still pending, and the run's end, after any write in progress."""
+    async def close(self, outcome: RunOutcome, trace: SpanWrite | None = None) -> None:
+        """Write everything still pending, and the run's end (with its spans), after any
+        write in progress."""
         self._closing = True
         self._wake.set()
         if self._task is not None:
             await self._task
-        await self._write(outcome)
+        await self._write(outcome, trace)
 
 
 class _Watchdog:
@@ -172,7 +210,7 @@ async def run_execute(
     thread_id: str,
     request: TurnRequest,
     publish: Callable[[Event], None] | None = None,
-    thread_pk: int | None = None,
+    prepared: PreparedTurn | None = None,
 ) -> str:
     """Run the turn of a prepared run to its end; returns the final status ("" when the run
     was not pending, e.g. a redelivered task whose run already started)."""
@@ -185,8 +223,14 @@ async def run_execute(
     )
     # Executed where it is streamed (inline), the log is read only by clients that re-attach:
     # written less often. Relayed from a worker, the log's batches are the stream's pace.
+    # Its first token then waits for the first batch too, instead of a write of its own.
     flush_ms = runtime_setting("INLINE_EVENT_FLUSH_MS" if publish else "EVENT_FLUSH_MS")
-    flusher = _Flusher(recorder, interval=float(flush_ms) / 1000, thread_pk=thread_pk)
+    flusher = _Flusher(
+        recorder,
+        float(flush_ms) / 1000,
+        prepared,
+        first_token_at_once=publish is None,
+    )
 
     def emit(event: Event) -> None:
         recorder.observe(event)
@@ -202,13 +246,16 @@ async def run_execute(
         finished = RunFinished(status=str(outcome.status))
         recorder.observe(finished)
         tracer.observe(finished)
-        await flusher.close(outcome)
+        await flusher.close(outcome, await tracer.close())
         if publish is not None:
             publish(finished)
-        await tracer.finish()
+        tracer.export()
 
     try:
-        started = await turn_store().mark_running(run_id=run_id, model=model)
+        # A run stored already running (inline) records its model with its end.
+        started = prepared is not None or await turn_store().mark_running(
+            run_id=run_id, model=model
+        )
     except asyncio.CancelledError:
         started = None  # stopped before it began: recorded as cancelled below
     if started is False:
@@ -216,7 +263,12 @@ async def run_execute(
         return ""
     if started is None:
         await finish(
-            RunOutcome(status=RunStatus.CANCELLED, usage=recorder.usage, error_code="CANCELLED")
+            RunOutcome(
+                status=RunStatus.CANCELLED,
+                usage=recorder.usage,
+                error_code="CANCELLED",
+                model=model,
+            )
         )
         return str(RunStatus.CANCELLED)
 
@@ -288,8 +340,11 @@ async def run_execute(
             ),
             error_details=({"message": error.message, **error.details} if error else None),
             limit_trips=recorder.limit_trips,
+            model=model,
         )
     )
+    if not after_request_configured():
+        return str(status)
     await call_after_request(
         RequestHookContext(
             thread_id=thread_id,

@@ -18,6 +18,7 @@ from django.db import close_old_connections, transaction
 
 from conversations.models import Run
 from conversations.services.runs import run_request_cancel
+from conversations.store.types import PreparedTurn
 from copilot_runtime.conf import runtime_setting
 from copilot_runtime.engine.execute import run_execute
 from copilot_runtime.engine.live import LiveRun, live_run_forget, live_run_get, live_run_register
@@ -52,7 +53,11 @@ def schedule_on_worker(*, run_id: str) -> None:
 
 
 def start_inline(
-    *, run_id: str, thread_id: str, request: TurnRequest, thread_pk: int | None = None
+    *,
+    run_id: str,
+    thread_id: str,
+    request: TurnRequest,
+    prepared: PreparedTurn | None = None,
 ) -> tuple[LiveRun, asyncio.Queue[Event | None]]:
     """Execute the run as a task of this process's event loop; returns its live fan-out and a
     queue registered before the run starts, so no event is missed."""
@@ -66,7 +71,7 @@ def start_inline(
                 thread_id=thread_id,
                 request=request,
                 publish=live.publish,
-                thread_pk=thread_pk,
+                prepared=prepared,
             )
         finally:
             live.close()

@@ -45,6 +45,16 @@ async def _call(hook: Callable[[RequestHookContext], Any], context: RequestHookC
         await sync_to_async(hook, thread_sensitive=False)(context)
 
 
+def before_request_configured() -> bool:
+    """Whether a hook is set: callers build the context (a copy of the whole history, work
+    that grows with the thread) only then."""
+    return bool(runtime_setting("ON_BEFORE_REQUEST"))
+
+
+def after_request_configured() -> bool:
+    return bool(runtime_setting("ON_AFTER_REQUEST"))
+
+
 async def call_before_request(context: RequestHookContext) -> None:
     hook = _hook("ON_BEFORE_REQUEST")
     if hook is not None:

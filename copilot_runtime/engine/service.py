@@ -32,7 +32,11 @@ from copilot_runtime.engine.executor import (
     start_inline,
     watch_remote,
 )
-from copilot_runtime.engine.hooks import RequestHookContext, call_before_request
+from copilot_runtime.engine.hooks import (
+    RequestHookContext,
+    before_request_configured,
+    call_before_request,
+)
 from copilot_runtime.engine.reaper import runs_reap_stale
 from copilot_runtime.engine.request import TurnRequest, turn_request_to_payload
 from copilot_runtime.errors import CopilotKitError, ErrorCode
@@ -108,6 +112,10 @@ def _finish_preparation(
         request.state = dict(prepared.latest_state or {})
 
 
+def _reap_stale(run_ids: list[str]) -> int:
+    return runs_reap_stale(run_ids=run_ids)
+
+
 def turn_prepare(
     *,
     user: AbstractBaseUser | AnonymousUser,
@@ -120,7 +128,7 @@ def turn_prepare(
     record, client_state = _turn_record(
         user=user, request=request, protocol=protocol, run_id=run_id
     )
-    prepared = turn_record_orm(turn=record, reap=runs_reap_stale)
+    prepared = turn_record_orm(turn=record, reap=_reap_stale)
     _finish_preparation(request, prepared, client_state)
     if executor_kind() == CELERY:
         Run.objects.filter(pk=prepared.run_id).update(
@@ -145,23 +153,25 @@ async def turn_start(
         user=user, request=request, protocol=protocol, run_id=run_id
     )
     celery = executor_kind() == CELERY
+    record.start_running = not celery
     store = turn_store()
-    prepared = await store.prepare(turn=record, reap=runs_reap_stale)
+    prepared = await store.prepare(turn=record, reap=_reap_stale)
     _finish_preparation(request, prepared, client_state)
     if celery:
         # The worker executes the request as stored, with the state decided above.
         await store.keep_request(run_id=prepared.run_id, payload=turn_request_to_payload(request))
         await sync_to_async(enqueue_on_worker)(run_id=prepared.run_id)
     try:
-        await call_before_request(
-            RequestHookContext(
-                thread_id=prepared.thread_id,
-                run_id=prepared.run_id,
-                input_messages=[dataclasses.asdict(m) for m in request.messages],
-                properties=request.properties,
-                url=request.frontend_url,
+        if before_request_configured():
+            await call_before_request(
+                RequestHookContext(
+                    thread_id=prepared.thread_id,
+                    run_id=prepared.run_id,
+                    input_messages=[dataclasses.asdict(m) for m in request.messages],
+                    properties=request.properties,
+                    url=request.frontend_url,
+                )
             )
-        )
     except Exception as exc:
         await turn_store().record(
             run_id=prepared.run_id,
@@ -186,7 +196,10 @@ async def turn_start(
         events, detach = watch_remote(prepared.run_id)
     else:
         live, events = start_inline(
-            run_id=prepared.run_id, thread_id=prepared.thread_id, request=request
+            run_id=prepared.run_id,
+            thread_id=prepared.thread_id,
+            request=request,
+            prepared=prepared,
         )
 
         def detach() -> None:

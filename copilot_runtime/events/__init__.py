@@ -8,8 +8,10 @@ because the hot path creates one per token.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 @dataclass(slots=True)
@@ -17,7 +19,12 @@ class Event:
     type: ClassVar[str] = "event"
 
     def to_payload(self) -> dict[str, Any]:
-        return asdict(self)
+        # A shallow dict: ``dataclasses.asdict`` deep-copies every field, which cost more per
+        # token than the rest of the recorder. Events are never mutated after they are emitted.
+        names = _FIELD_NAMES.get(type(self))
+        if names is None:
+            names = _FIELD_NAMES[type(self)] = tuple(f.name for f in fields(self))
+        return {name: getattr(self, name) for name in names}
 
 
 @dataclass(slots=True)

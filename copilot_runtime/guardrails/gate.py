@@ -41,7 +41,7 @@ from copilot_runtime.guardrails.rules import (
     RuleSpec,
     Subject,
     request_wants_cloud,
-    rules_for_turn,
+    rules_for_turn_cached,
     subject_from_request,
 )
 from copilot_runtime.guardrails.verdicts import Decision, Finding, decide
@@ -132,7 +132,7 @@ class GuardrailGate:
     async def decide(self) -> Decision | None:
         """The decision; None when no rule is in scope (nothing is recorded then)."""
         started = time.perf_counter()
-        rules = await sync_to_async(rules_for_turn)(request=self.request)
+        rules = await rules_for_turn_cached(request=self.request)
         if not rules:
             return None
         topic_checker = topic_evaluator(self.config, self.request, self.adapter)

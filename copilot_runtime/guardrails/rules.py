@@ -7,11 +7,13 @@ the admin applies to the next request without a restart. The request's own
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.db import connection
 
 from copilot_runtime.engine.request import TurnRequest
@@ -134,6 +136,34 @@ def request_rules(cloud: dict[str, Any] | None) -> list[RuleSpec]:
 def request_wants_cloud(cloud: dict[str, Any] | None) -> bool:
     """The client configured Copilot Cloud guardrails (react-core's ``guardrails_c``)."""
     return bool((cloud or {}).get("guardrails"))
+
+
+_RULES_TTL_SECONDS = 2.0
+_rules_cache: dict[str, tuple[float, list[RuleSpec]]] = {}
+
+
+async def stored_rules_cached(*, agent_name: str) -> list[RuleSpec]:
+    """``stored_rules_in_scope``, re-read at most every two seconds per agent: a turn then
+    costs no query and no thread hop for its rules. An edit in the admin clears this process's
+    copy at once (``rules_cache_clear`` on save and delete); other processes see it within two
+    seconds."""
+    cached = _rules_cache.get(agent_name)
+    if cached is not None and time.monotonic() - cached[0] < _RULES_TTL_SECONDS:
+        return cached[1]
+    rules = await sync_to_async(stored_rules_in_scope)(agent_name=agent_name)
+    _rules_cache[agent_name] = (time.monotonic(), rules)
+    return rules
+
+
+def rules_cache_clear() -> None:
+    _rules_cache.clear()
+
+
+async def rules_for_turn_cached(*, request: TurnRequest) -> list[RuleSpec]:
+    return [
+        *await stored_rules_cached(agent_name=request.agent_name),
+        *request_rules(request.cloud),
+    ]
 
 
 def rules_for_turn(*, request: TurnRequest) -> list[RuleSpec]:

@@ -7,9 +7,12 @@ rest at the input rate. Reasoning tokens are part of the output tokens and price
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+
+from asgiref.sync import sync_to_async
 
 MILLION = Decimal(1_000_000)
 # Run.cost keeps ten decimal places: one token of a cheap model is a fraction of a micro-dollar.
@@ -53,6 +56,27 @@ def price_for_model(model: str, prices: Mapping[str, Price]) -> Price | None:
         return exact
     prefixes = [name for name in prices if name and model.startswith(name)]
     return prices[max(prefixes, key=len)] if prefixes else None
+
+
+_PRICES_TTL_SECONDS = 30.0
+_prices_cache: tuple[float, dict[str, Price]] | None = None
+
+
+async def prices_cached() -> dict[str, Price]:
+    """The price table, read at most every 30 s: each run's end prices its model calls, and an
+    admin's edit applies within that time."""
+    global _prices_cache
+    cached = _prices_cache
+    if cached is not None and time.monotonic() - cached[0] < _PRICES_TTL_SECONDS:
+        return cached[1]
+    prices = await sync_to_async(prices_load)()
+    _prices_cache = (time.monotonic(), prices)
+    return prices
+
+
+def prices_cache_clear() -> None:
+    global _prices_cache
+    _prices_cache = None
 
 
 def prices_load() -> dict[str, Price]:

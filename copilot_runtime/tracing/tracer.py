@@ -15,11 +15,14 @@ from decimal import Decimal
 from typing import Any
 
 from conversations.store import turn_store
+from conversations.store.types import SpanWrite
 from copilot_runtime.conf import runtime_setting
+from copilot_runtime.tracing.cost import prices_cached
 from copilot_runtime.tracing.deriver import RunSpanSpec, SpanDeriver
 from copilot_runtime.tracing.exporter import TraceExport, otlp_export_from_environment
 from copilot_runtime.tracing.records import SpanBook, SpanRecord, trace_id_for_run
 from copilot_runtime.tracing.signals import KIND_AGENT, KIND_RUN
+from copilot_runtime.tracing.store import spans_price
 
 logger = logging.getLogger(__name__)
 
@@ -99,24 +102,52 @@ class RunTracer:
         except Exception:
             self._fail("deriving spans")
 
-    async def finish(self) -> None:
-        """Close what is still open, store the spans and the run's cost, export them."""
+    async def close(self) -> SpanWrite | None:
+        """Close what is still open and price the model calls: what the run's last write
+        stores with its end (None when tracing failed)."""
         if self._failed or self._finished:
-            return
+            return None
         self._finished = True
         try:
             self._book.apply(self._deriver.flush(self._clock()))
             records = self._book.records
-            self.cost = await turn_store().store_trace(
-                run_id=self.run_id,
+            self.cost = spans_price(records=records, prices=await prices_cached())
+            return SpanWrite(
                 trace_id=self.trace_id,
                 records=records,
+                cost=self.cost,
                 persist_spans=self._persist_spans,
             )
-            if self._export is not None:
-                self._export.export(trace_id=self.trace_id, records=records)
+        except Exception:
+            self._fail("closing spans")
+            return None
+
+    def export(self) -> None:
+        """Send the closed spans to the OTLP exporter, when one is configured."""
+        if self._export is None or self._failed or not self._finished:
+            return
+        try:
+            self._export.export(trace_id=self.trace_id, records=self._book.records)
+        except Exception:
+            self._fail("exporting spans")
+
+    async def finish(self) -> None:
+        """Close, store the spans and the run's cost on their own, and export them (for a
+        run whose end is not written by the executor's last batch)."""
+        trace = await self.close()
+        if trace is None:
+            return
+        try:
+            await turn_store().store_trace(
+                run_id=self.run_id,
+                trace_id=trace.trace_id,
+                records=trace.records,
+                persist_spans=trace.persist_spans,
+            )
         except Exception:
             self._fail("storing spans")
+            return
+        self.export()
 
     @property
     def records(self) -> list[SpanRecord]:

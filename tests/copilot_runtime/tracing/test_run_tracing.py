@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
@@ -17,6 +18,7 @@ from copilot_runtime.engine.request import parse_generate_input
 from copilot_runtime.engine.service import turn_start
 from copilot_runtime.models import ModelPrice
 from copilot_runtime.tracing import semconv as attr
+from copilot_runtime.tracing import store as store_module
 from copilot_runtime.tracing import tracer as tracer_module
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -132,6 +134,29 @@ async def test_a_failed_upstream_call_is_an_error_span(runtime_on_fake: None) ->
     assert root.attributes[attr.RUN_STATUS] == "failed"
 
 
+async def test_a_failing_span_write_still_stores_the_runs_end(
+    runtime_on_fake: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(**_: Any) -> None:
+        raise RuntimeError("no spans today")
+
+    monkeypatch.setattr(store_module, "trace_store", broken)
+    with caplog.at_level(logging.WARNING, logger="copilot_runtime.engine.execute"):
+        started = await turn_start(
+            user=AnonymousUser(),
+            request=_request(SERVER_ACTION_TURN, thread_id="t-nospans"),
+            protocol="graphql",
+        )
+        while await asyncio.wait_for(started.events.get(), 10) is not None:
+            pass
+
+    # The run's end is committed before watchers are told: no waiting needed.
+    run = await Run.objects.aget(pk=started.run_id)
+    assert run.status == RunStatus.SUCCEEDED
+    assert await Span.objects.filter(run_id=run.pk).acount() == 0
+    assert "storing the spans of run" in caplog.text
+
+
 async def test_a_tracing_failure_does_not_touch_the_run(
     runtime_on_fake: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -141,7 +166,7 @@ async def test_a_tracing_failure_does_not_touch_the_run(
     def broken_observe(self: Any, event: Any, at: float) -> Any:
         raise RuntimeError("no deriving either")
 
-    monkeypatch.setattr(tracer_module, "trace_store", broken)
+    monkeypatch.setattr(store_module, "trace_store", broken)
     monkeypatch.setattr(tracer_module.SpanDeriver, "observe", broken_observe)
     started = await turn_start(
         user=AnonymousUser(),

@@ -14,6 +14,7 @@ from conversations.models import Run, Span
 from copilot_runtime.engine.request import InputMessage, TurnRequest
 from copilot_runtime.models import ModelPrice
 from copilot_runtime.tracing import semconv as attr
+from copilot_runtime.tracing import store as store_module
 from copilot_runtime.tracing import tracer as tracer_module
 from copilot_runtime.tracing.deriver import RunSpanSpec
 from copilot_runtime.tracing.records import trace_id_for_run
@@ -129,7 +130,7 @@ async def test_a_failing_store_is_logged_and_never_raised(
     def broken(**_: Any) -> None:
         raise RuntimeError("database on fire")
 
-    monkeypatch.setattr(tracer_module, "trace_store", broken)
+    monkeypatch.setattr(store_module, "trace_store", broken)
     with caplog.at_level(logging.WARNING, logger="copilot_runtime.tracing.tracer"):
         await _trace(run.pk, fx.TEXT_ONLY)
 
