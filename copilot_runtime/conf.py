@@ -94,7 +94,6 @@ DEFAULTS: dict[str, Any] = {
     # bound concurrent statements, not concurrent conversations (none is held while a model
     # streams). A request waits at most DATABASE_WAIT_SECONDS for one, then gets the
     # protocol's own "database unavailable" error.
-    "DATABASE_ASYNC_POOL_MIN": 1,
     "DATABASE_ASYNC_POOL_MAX": 10,
     "DATABASE_WAIT_SECONDS": 10.0,
     # The process executing a run renews its heartbeat this often; a run whose heartbeat is

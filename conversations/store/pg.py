@@ -30,12 +30,12 @@ from django.db import connections
 from django.utils import timezone
 from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from conversations.models import MessageKind, RunStatus, ThreadStatus
 from conversations.services.messages import _NOT_STORED_ROLES
 from conversations.services.runs import ThreadBusy
 from conversations.services.threads import ThreadNotAvailable, title_from_text
+from conversations.store.pool import TurnPool
 from conversations.store.types import PreparedTurn, Progress, Reap, SpanWrite, TurnRecord
 
 logger = logging.getLogger(__name__)
@@ -83,26 +83,21 @@ class _Pools:
     """One async pool per event loop (a pool is bound to the loop that opened it)."""
 
     def __init__(self) -> None:
-        self._pools: dict[int, tuple[asyncio.AbstractEventLoop, AsyncConnectionPool]] = {}
-        self._lock: asyncio.Lock | None = None
+        self._pools: dict[int, tuple[asyncio.AbstractEventLoop, TurnPool]] = {}
 
-    async def get(self) -> AsyncConnectionPool:
+    async def get(self) -> TurnPool:
         loop = asyncio.get_running_loop()
         entry = self._pools.get(id(loop))
         if entry is not None and entry[0] is loop:
             return entry[1]
         from copilot_runtime.conf import runtime_setting
 
-        pool = AsyncConnectionPool(
+        pool = TurnPool(
             _conninfo(),
-            min_size=int(runtime_setting("DATABASE_ASYNC_POOL_MIN")),
             max_size=int(runtime_setting("DATABASE_ASYNC_POOL_MAX")),
             timeout=float(runtime_setting("DATABASE_WAIT_SECONDS")),
-            open=False,
-            name="copilot-turns",
         )
         self._pools[id(loop)] = (loop, pool)
-        await pool.open(wait=False)
         return pool
 
     async def close_all(self) -> None:
@@ -134,8 +129,6 @@ class PgTurnStore:
                 raise ThreadBusy(turn.thread_id) from None
         except psycopg.Error as exc:
             raise _translate(exc) from exc
-        except PoolTimeout as exc:
-            raise django_db.OperationalError(str(exc)) from exc
 
     async def _prepare(self, turn: TurnRecord) -> PreparedTurn:
         now = timezone.now()
@@ -374,8 +367,6 @@ class PgTurnStore:
                 return await cur.fetchone() if fetch else None
         except psycopg.Error as exc:
             raise _translate(exc) from exc
-        except PoolTimeout as exc:
-            raise django_db.OperationalError(str(exc)) from exc
 
 
 class _Busy(Exception):

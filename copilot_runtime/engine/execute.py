@@ -72,7 +72,9 @@ class _Flusher:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
-        self._last_flush = 0.0
+        self._closed = asyncio.Event()
+        # Without a first write at once, the first batch waits a whole interval too.
+        self._last_flush = 0.0 if first_token_at_once else time.monotonic()
         self._flushed_first = False
 
     def poke(self) -> None:
@@ -88,10 +90,14 @@ class _Flusher:
             if (self._flushed_first or not self._first_token_at_once) and not (
                 self._closing or first_token
             ):
-                # Coalesce: at most one write per interval, except for the first token.
+                # Coalesce: at most one write per interval, except for the first token. The run's
+                # end cuts the wait short: close() writes what is left at once.
                 delay = self._interval - (time.monotonic() - self._last_flush)
                 if delay > 0:
-                    await asyncio.sleep(delay)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._closed.wait(), delay)
+            if self._closing:
+                return
             await self._write()
 
     async def _write(
@@ -140,6 +146,7 @@ class _Flusher:
         """Write everything still pending, and the run's end (with its spans), after any
         write in progress."""
         self._closing = True
+        self._closed.set()
         self._wake.set()
         if self._task is not None:
             await self._task
