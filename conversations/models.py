@@ -180,6 +180,15 @@ class Run(models.Model):
             models.Index(fields=["thread", "-created_at"], name="run_thread_recent"),
             models.Index(fields=["status", "-created_at"], name="run_status_recent"),
         ]
+        constraints = [
+            # One run at a time per thread, kept by the database itself: two requests racing
+            # on one thread cannot both start a run, whatever process serves them.
+            models.UniqueConstraint(
+                fields=["thread"],
+                condition=models.Q(status__in=["pending", "running"]),
+                name="run_one_active_per_thread",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.id

@@ -141,14 +141,15 @@ class PgTurnStore:
             if not message.id:  # a client may omit ids; never store a null one
                 message.id = f"ck-{uuid.uuid4()}"
         incoming = list(dict.fromkeys(m.id for m in history))
-        async with await self._connection() as conn, conn.transaction():
+        async with await self._connection() as conn:
             cur = conn.cursor()
-            # Statement 1: everything the turn needs to know. The thread is created on first
-            # use, and its row stays locked until the run exists, so two requests on one
-            # thread are serialised (the ON CONFLICT branch locks it too). Of the messages,
-            # only the ids the request carries are read, and two aggregates: never the thread.
-            await cur.execute(
-                _LOOK,
+            # Statement 1: everything the turn needs to know; the thread is created on first
+            # use. Of the messages, only the ids the request carries are read, and two
+            # aggregates: never the whole thread. No transaction spans the two statements: the
+            # database keeps one active run per thread (run_one_active_per_thread), so of two
+            # requests racing on a thread the second one's write fails whole, as THREAD_BUSY.
+            looked = await _look(
+                cur,
                 (
                     turn.thread_id,
                     owner_id,
@@ -156,6 +157,7 @@ class PgTurnStore:
                     str(ThreadStatus.IDLE),
                     now,
                     now,
+                    turn.thread_id,
                     list(_ACTIVE),
                     incoming,
                     str(MessageKind.AGENT_STATE),
@@ -171,7 +173,7 @@ class PgTurnStore:
                 current_count,
                 last_position,
                 latest,
-            ) = await cur.fetchone()
+            ) = looked
             visible = (
                 not user.is_authenticated
                 if stored_owner is None
@@ -193,32 +195,39 @@ class PgTurnStore:
                 if first_user is not None and first_user.content.strip():
                     new_title = title_from_text(first_user.content)
             running = turn.start_running
-            # Statement 2: the run, the new messages and the thread's status, then the commit.
-            await cur.execute(
-                _WRITE_TURN,
-                (
-                    turn.run_id,
-                    thread_pk,
-                    turn.agent_name,
-                    turn.protocol,
-                    turn.request_type,
-                    turn.previous_run_id or "",
-                    str(RunStatus.RUNNING if running else RunStatus.PENDING),
-                    now,
-                    now if running else None,
-                    now if running else None,
-                    _json(turn.request_payload),
-                    1 if running else 0,
-                    thread_pk,
-                    turn.run_id,
-                    _rows(rows),
-                    str(ThreadStatus.RUNNING),
-                    now,
-                    new_title,
-                    new_title,
-                    thread_pk,
-                ),
-            )
+            # Statement 2: the run, the new messages and the thread's status, atomically.
+            try:
+                await cur.execute(
+                    _WRITE_TURN,
+                    (
+                        turn.run_id,
+                        thread_pk,
+                        turn.agent_name,
+                        turn.protocol,
+                        turn.request_type,
+                        turn.previous_run_id or "",
+                        str(RunStatus.RUNNING if running else RunStatus.PENDING),
+                        now,
+                        now if running else None,
+                        now if running else None,
+                        _json(turn.request_payload),
+                        1 if running else 0,
+                        thread_pk,
+                        turn.run_id,
+                        _rows(rows),
+                        str(ThreadStatus.RUNNING),
+                        now,
+                        new_title,
+                        new_title,
+                        thread_pk,
+                    ),
+                )
+            except psycopg.errors.UniqueViolation as exc:
+                # Another request on this thread wrote first (its run, or the same new
+                # messages); a reused run id is the caller's own conflict.
+                if exc.diag.constraint_name in _RACED:
+                    raise ThreadBusy(turn.thread_id) from None
+                raise
         return PreparedTurn(
             run_id=turn.run_id,
             thread_id=turn.thread_id,
@@ -369,6 +378,17 @@ class PgTurnStore:
             raise _translate(exc) from exc
 
 
+async def _look(cur: Any, params: tuple[Any, ...]) -> tuple[Any, ...]:
+    # A thread created by a concurrent request that commits while this statement waits on its
+    # row is invisible to this statement's snapshot (no row comes back): asked again, it is.
+    for _ in range(3):
+        await cur.execute(_LOOK, params)
+        row = await cur.fetchone()
+        if row is not None:
+            return tuple(row)
+    raise django_db.OperationalError("the thread could not be read back after its creation")
+
+
 class _Busy(Exception):
     def __init__(self, running: list[str]) -> None:
         super().__init__("thread busy")
@@ -493,13 +513,20 @@ def _span_row(r: Any) -> tuple[Any, ...]:
 
 # --- the statements ---------------------------------------------------------------------------
 
+_RACED = frozenset({"run_one_active_per_thread", "message_unique_id", "message_unique_position"})
+
 _LOOK = f"""
-WITH t AS (
+WITH created AS (
     INSERT INTO {THREAD} (thread_id, owner_id, agent_name, title, metadata, status,
                           created_at, updated_at)
     VALUES (%s, %s, %s, '', '{{}}', %s, %s, %s)
-    ON CONFLICT (thread_id) DO UPDATE SET thread_id = EXCLUDED.thread_id
+    ON CONFLICT (thread_id) DO NOTHING
     RETURNING id, owner_id, title
+), t AS (
+    SELECT id, owner_id, title FROM created
+    UNION ALL
+    SELECT id, owner_id, title FROM {THREAD} WHERE thread_id = %s AND NOT EXISTS (
+        SELECT 1 FROM created)
 )
 SELECT t.id, t.owner_id, t.title,
     (SELECT json_agg(json_build_array(r.id, r.status)) FROM {RUN} r

@@ -372,7 +372,9 @@ def test_stop_and_clear_need_a_post(admin_client: Client, inspected: InspectedTh
 
 def test_the_stop_action_on_the_run_list(admin_client: Client, inspected: InspectedThread) -> None:
     running = Run.objects.create(id="run-a", thread=inspected.thread, status="running")
-    pending = Run.objects.create(id="run-b", thread=inspected.thread, status="pending")
+    # One active run per thread: the pending one is another thread's.
+    other = Thread.objects.create(thread_id="another-thread")
+    pending = Run.objects.create(id="run-b", thread=other, status="pending")
 
     response = admin_client.post(
         reverse("admin:conversations_run_changelist"),

@@ -44,7 +44,8 @@ def test_a_position_is_unique_within_its_thread() -> None:
 
 def test_run_event_sequence_numbers_are_unique_per_run() -> None:
     thread = thread_create()
-    first, second = run_row(thread=thread), run_row(thread=thread)
+    first = run_row(thread=thread, status="succeeded")
+    second = run_row(thread=thread)
     RunEvent.objects.create(run=first, seq=1, type="RUN_STARTED")
     RunEvent.objects.create(run=second, seq=1, type="RUN_STARTED")
     with pytest.raises(IntegrityError), transaction.atomic():

@@ -244,7 +244,25 @@ async def test_a_reused_run_id_is_an_integrity_error(pg: PgTurnStore) -> None:
     await pg.prepare(turn=record("t-a", history("a"), run_id="run-1"), reap=never_reap)
     with pytest.raises(IntegrityError):
         await pg.prepare(turn=record("t-b", history("b"), run_id="run-1"), reap=never_reap)
-    assert not await Thread.objects.filter(thread_id="t-b").aexists()  # rolled back whole
+    # The write failed whole: no run, no message of the second thread.
+    assert not await Message.objects.filter(thread__thread_id="t-b").aexists()
+    assert await Run.objects.filter(thread__thread_id="t-b").acount() == 0
+
+
+async def test_two_requests_racing_on_one_thread_start_one_run(pg: PgTurnStore) -> None:
+    import asyncio
+
+    outcomes = await asyncio.gather(
+        *(pg.prepare(turn=record("t-race", history("a")), reap=never_reap) for _ in range(4)),
+        return_exceptions=True,
+    )
+
+    started = [o for o in outcomes if not isinstance(o, BaseException)]
+    refused = [o for o in outcomes if isinstance(o, BaseException)]
+    assert len(started) == 1
+    assert refused and all(isinstance(o, ThreadBusy) for o in refused)
+    assert await Run.objects.filter(thread__thread_id="t-race").acount() == 1
+    assert await Message.objects.filter(thread__thread_id="t-race").acount() == 1
 
 
 def progress_batches(run_id: str) -> list[Progress]:
