@@ -98,8 +98,13 @@ DEFAULTS: dict[str, Any] = {
     "DATABASE_WAIT_SECONDS": 10.0,
     # The process executing a run renews its heartbeat this often; a run whose heartbeat is
     # older than RUN_STALE_SECONDS is failed (its executor died).
+    # Three missed heartbeats and a margin: a dead worker's client is told within ~7 s, a
+    # worker merely paused (a long GC, a busy loop) for a few seconds is not declared dead.
     "HEARTBEAT_SECONDS": 2.0,
-    "RUN_STALE_SECONDS": 15.0,
+    "RUN_STALE_SECONDS": 6.5,
+    # A run no worker started within this long is failed with RUN_NOT_STARTED (Celery only:
+    # an inline run starts at once).
+    "PENDING_TIMEOUT_SECONDS": 30.0,
     # Guardrails (copilot_runtime/guardrails): rules from the admin and the request's own
     # cloud.guardrails lists, checked on the last user message. Off: no rule is even looked up.
     "GUARDRAILS_ENABLED": True,

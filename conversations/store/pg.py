@@ -124,7 +124,7 @@ class PgTurnStore:
                 return await self._prepare(turn)
             except _Busy as busy:
                 # Reaped outside the transaction: the reaper updates the thread row we held.
-                if busy.running and await sync_to_async(reap)(busy.running):
+                if await sync_to_async(reap)(busy.running):
                     return await self._prepare(turn)
                 raise ThreadBusy(turn.thread_id) from None
         except psycopg.Error as exc:
@@ -182,7 +182,7 @@ class PgTurnStore:
             if not visible:
                 raise ThreadNotAvailable()
             if active:
-                raise _Busy([pk for pk, status in active if status == RunStatus.RUNNING])
+                raise _Busy([pk for pk, _status in active])
             found = {mid: (superseded, kind) for mid, superseded, kind in found_rows or ()}
             last = -1 if last_position is None else last_position
             await _supersede(cur, thread_pk, incoming, found, current_count)

@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 BATCH_MESSAGE = "run.batch"
 CANCEL_MESSAGE = "run.cancel"
 # How often a follower with nothing to read checks the run is still alive.
-IDLE_CHECK_SECONDS = 2.0
+IDLE_CHECK_SECONDS = 1.0
 # How often a follower without a channel layer reads the log.
 POLL_SECONDS = 0.1
 LOG_PAGE = 1000

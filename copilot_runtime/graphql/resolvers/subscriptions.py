@@ -24,6 +24,8 @@ Another caller's run and an unknown run get the same ``Run not found`` (``NOT_FO
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncGenerator
 from contextvars import ContextVar
@@ -149,9 +151,19 @@ async def resolve_copilot_stream(
     request = parse_generate_input(
         input_to_dict(data), properties if properties is not UNSET else None
     )
-    started = await turn_start(
-        user=info.context.user, request=request, protocol=SUBSCRIPTION_PROTOCOL
+    # The preparation is shielded: a subscription completed while its turn is being prepared
+    # must still see the run it started, to stop it (or let it go on, per ON_DISCONNECT).
+    starting = asyncio.ensure_future(
+        turn_start(user=info.context.user, request=request, protocol=SUBSCRIPTION_PROTOCOL)
     )
+    try:
+        started = await asyncio.shield(starting)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            started = await starting
+            started.detach()
+            await _on_stream_closed(run_id=started.run_id, end=end)
+        raise
     # The stream follows the log (whose sequence numbers runEvents replays), not the queue.
     started.detach()
     return _copilot_stream(run_id=started.run_id, thread_id=started.thread_id, end=end)

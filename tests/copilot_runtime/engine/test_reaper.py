@@ -209,3 +209,65 @@ async def test_a_follower_of_a_run_whose_executor_died_ends_with_worker_lost(
     assert received[-1].status == "failed"
     run = await Run.objects.aget(pk="orphan")
     assert (run.status, run.error_code) == (RunStatus.FAILED, WORKER_LOST)
+
+
+# --- the durable-run gaps: partial output, runs no worker started, slow workers ---------------
+
+
+def test_a_lost_runs_partial_answer_is_stored_failed_like_a_cancelled_runs() -> None:
+    from conversations.models import Message
+
+    make_run("lost-partial", heartbeat_age=STALE_SECONDS + 5, logged=4)  # "xxx" of message m1
+
+    assert runs_reap_stale() == 1
+
+    (message,) = Message.objects.filter(thread__thread_id="thread-lost-partial")
+    assert (message.message_id, message.content, message.status) == ("m1", "xxx", "failed")
+    assert "stopped responding" in message.status_reason
+    assert message.run_id == "lost-partial"
+
+
+def test_a_pending_run_no_worker_started_is_failed_with_run_not_started() -> None:
+    from copilot_runtime.engine.reaper import RUN_NOT_STARTED
+
+    with override_settings(
+        COPILOT_RUNTIME={"PENDING_TIMEOUT_SECONDS": 5.0, "EXECUTOR": "celery"}
+    ):
+        make_run("waiting-fresh", status=RunStatus.PENDING, heartbeat_age=None, logged=0)
+        make_run("waiting-long", status=RunStatus.PENDING, heartbeat_age=None, logged=0)
+        Run.objects.filter(pk="waiting-long").update(
+            created_at=timezone.now() - dt.timedelta(seconds=6)
+        )
+
+        assert runs_reap_stale() == 1
+
+    fresh, old = Run.objects.get(pk="waiting-fresh"), Run.objects.get(pk="waiting-long")
+    assert fresh.status == RunStatus.PENDING
+    assert (old.status, old.error_code) == (RunStatus.FAILED, RUN_NOT_STARTED)
+    types = [entry[1] for entry in log_of("waiting-long")]
+    assert types[-2:] == [RunError.type, RunFinished.type]
+
+
+def test_a_worker_that_missed_fewer_than_three_heartbeats_is_not_dead() -> None:
+    # The defaults: a 2 s heartbeat, dead after 6.5 s without one (a GC pause is not a death).
+    with override_settings(COPILOT_RUNTIME={"EXECUTOR": "inline"}):
+        make_run("paused", heartbeat_age=5.0)
+        make_run("gone", heartbeat_age=7.0)
+
+        assert runs_reap_stale() == 1
+
+    assert Run.objects.get(pk="paused").status == RunStatus.RUNNING
+    assert Run.objects.get(pk="gone").error_code == WORKER_LOST
+
+
+def test_the_reap_runs_command_reaps() -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    make_run("for-the-command", heartbeat_age=STALE_SECONDS + 5)
+    out = StringIO()
+    call_command("reap_runs", stdout=out)
+
+    assert out.getvalue().strip() == "Reaped 1 run(s)."
+    assert Run.objects.get(pk="for-the-command").status == RunStatus.FAILED

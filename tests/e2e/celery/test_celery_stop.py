@@ -143,6 +143,15 @@ def test_a_worker_killed_mid_turn_ends_the_stream_as_interrupted_and_keeps_what_
     )
     assert stored_after[: len(stored_before)] == stored_before
     assert [row[1] for row in stored_before] == ["text", "action_execution", "result"]
+    # And the answer the worker was streaming when it died is stored too, marked failed, with
+    # the text the log holds (as a cancelled run's partial answer is).
+    (partial,) = stored_after[len(stored_before) :]
+    _, kind, content, _, _, message_status = partial
+    assert (kind, message_status) == ("text", "failed")
+    logged_text = "".join(
+        payload["delta"] for _, entry, payload in logged_before if entry == "text_delta"
+    )
+    assert content == logged_text and content
 
 
 def test_a_run_over_its_time_limit_is_ended_by_the_worker_itself(
@@ -177,3 +186,27 @@ def test_a_run_over_its_time_limit_is_ended_by_the_worker_itself(
     assert partial.content and deterministic_tokens(200).startswith(partial.content)
     assert partial.status == "failed"
     assert log_entries(run.pk)[-1][1] == "run_finished"
+
+
+def test_a_run_no_worker_starts_ends_with_a_clear_error(
+    live_server_factory: Any, celery_env: Any, redis_url: str
+) -> None:
+    # The celery executor with a broker and no worker: the run is stored pending and enqueued,
+    # and nobody takes it. The client is told, and the thread is free again.
+    timeout = 2.0
+    env = celery_env(redis_url, COPILOT_RUNTIME_PENDING_TIMEOUT_SECONDS=str(timeout))
+    server = live_server_factory(env=env)
+    thread_id = "celery-no-worker"
+    data = generate_data(thread_id=thread_id, messages=[text_input("u1", fake({"tokens": 3}))])
+
+    started = time.monotonic()
+    result = run_js(CLIENT, generate_command(server.url, data), timeout=30)
+    elapsed = time.monotonic() - started
+
+    assert elapsed < timeout + IDLE_CHECK_SECONDS + 3.0, f"the client waited {elapsed:.1f}s"
+    status = result["final"]["status"]
+    assert status["code"] == "Failed"
+    assert status["details"]["code"] == "RUN_NOT_STARTED"
+    run = finished_run(result["final"]["runId"])
+    assert (run.status, run.error_code) == (RunStatus.FAILED, "RUN_NOT_STARTED")
+    assert run.thread.status == "idle"
