@@ -126,6 +126,45 @@ async def test_completing_a_copilot_stream_cancels_its_run(
     assert logged[-1]["raw"] == {"status": "cancelled"}
 
 
+_HOOK_ENTERED: list[str] = []
+
+
+async def slow_before_request(context: Any) -> None:
+    """An ON_BEFORE_REQUEST hook that holds the turn's preparation for a second."""
+    import asyncio
+
+    _HOOK_ENTERED.append(context.run_id)
+    await asyncio.sleep(1.0)
+
+
+async def test_completing_a_copilot_stream_during_its_preparation_stops_its_run(
+    open_socket: OpenSocket, runtime_on_fake: Any
+) -> None:
+    hook = f"{__name__}.slow_before_request"
+    with override_settings(
+        COPILOT_RUNTIME={
+            **RUNTIME_SETTINGS,
+            "OPENAI_API_KEY": "test",
+            "OPENAI_BASE_URL": runtime_on_fake.base_url,
+            "ON_BEFORE_REQUEST": hook,
+        }
+    ):
+        _HOOK_ENTERED.clear()
+        socket = await open_socket(TRANSPORT)
+        await socket.init()
+        await socket.subscribe("1", COPILOT_STREAM, {"data": generate_data(fake(SLOW_REPLY))})
+
+        async def preparing() -> str | None:
+            return _HOOK_ENTERED[0] if _HOOK_ENTERED else None
+
+        run_id = await wait_until(preparing, what="the turn's preparation to begin")
+        await socket.complete("1")  # while the hook still holds the preparation
+
+        run = await run_ended(run_id)
+    assert run.status == RunStatus.CANCELLED
+    assert run.output_tokens < SLOW_REPLY["tokens"]
+
+
 async def test_a_legacy_stop_cancels_the_run_even_when_the_socket_closes_right_after(
     open_socket: OpenSocket, runtime_on_fake: Any
 ) -> None:
