@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import re
 import uuid
 from decimal import Decimal
 from typing import Any
@@ -50,10 +51,23 @@ SPAN = "conversations_span"
 _ACTIVE = (str(RunStatus.PENDING), str(RunStatus.RUNNING))
 
 
-def _dumps(value: Any) -> str:
+# An escaped NUL, not preceded by an escaped backslash (the text "\\u0000" stays as it is).
+_NUL = re.compile(rb"(?<!\\)((?:\\\\)*)\\u0000")
+
+
+def _dumps_bytes(value: Any) -> bytes:
     # Django's JSONField writes with json.dumps; orjson writes the same JSON for the values
     # the runtime stores (it also accepts non-str keys, as json does, when told to).
-    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    data = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+    if b"\\u0000" in data:
+        # PostgreSQL stores no NUL character in text or jsonb; models do emit them (in a tool
+        # call's arguments, say). Kept visible as U+FFFD rather than failing the run's write.
+        data = _NUL.sub(rb"\1\\ufffd", data)
+    return data
+
+
+def _dumps(value: Any) -> str:
+    return _dumps_bytes(value).decode()
 
 
 def _json(value: Any) -> Jsonb | None:
@@ -399,7 +413,7 @@ def _rows(rows: list[Any]) -> str:
     """Many rows as one JSON parameter, unpacked by ``jsonb_array_elements`` in SQL: one
     statement however many rows (each statement costs psycopg and the server far more than a
     few more bytes of JSON)."""
-    return orjson.dumps(rows, option=orjson.OPT_NON_STR_KEYS).decode()
+    return _dumps(rows)
 
 
 def _as_one_statement(parts: list[str]) -> str:

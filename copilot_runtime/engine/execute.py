@@ -19,7 +19,7 @@ from channels.layers import get_channel_layer
 
 from agents.runners import agent_turn_events, turn_server_actions
 from conversations.models import RunStatus
-from conversations.services.runs import RunOutcome
+from conversations.services.runs import LoggedEvent, RunOutcome
 from conversations.store import turn_store
 from conversations.store.types import PreparedTurn, Progress, SpanWrite
 from copilot_runtime.adapters import adapter_from_settings
@@ -72,6 +72,7 @@ class _Flusher:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
+        self._unwritten: list[Progress] = []
         self._closed = asyncio.Event()
         # Without a first write at once, the first batch waits a whole interval too.
         self._last_flush = 0.0 if first_token_at_once else time.monotonic()
@@ -98,7 +99,16 @@ class _Flusher:
                         await asyncio.wait_for(self._closed.wait(), delay)
             if self._closing:
                 return
-            await self._write()
+            try:
+                await self._write()
+            except Exception:
+                # Kept, and retried with the next batch (a database that hiccuped); the run
+                # goes on streaming meanwhile.
+                logger.warning(
+                    "writing a batch of run %s failed; retrying with the next one",
+                    self._recorder.run_id,
+                    exc_info=True,
+                )
 
     async def _write(
         self, outcome: RunOutcome | None = None, trace: SpanWrite | None = None
@@ -121,12 +131,22 @@ class _Flusher:
             first_position=first_position,
             trace=trace,
         )
+        # Earlier batches whose write failed go first, so the log stays in order.
+        while self._unwritten:
+            await self._store.record(
+                run_id=self._recorder.run_id,
+                thread_pk=self._thread_pk,
+                progress=self._unwritten[0],
+            )
+            await announce_batch(self._recorder.run_id, self._unwritten.pop(0).events)
         try:
             await self._store.record(
                 run_id=self._recorder.run_id, thread_pk=self._thread_pk, progress=progress
             )
         except Exception:
             if trace is None:
+                if outcome is None:
+                    self._unwritten.append(progress)
                 raise
             # Tracing is best effort: the run's end is stored without its spans rather than
             # not at all.
@@ -253,7 +273,14 @@ async def run_execute(
         finished = RunFinished(status=str(outcome.status))
         recorder.observe(finished)
         tracer.observe(finished)
-        await flusher.close(outcome, await tracer.close())
+        try:
+            await flusher.close(outcome, await tracer.close())
+        except Exception:
+            # Every run ends: its end is recorded even when what it produced cannot be.
+            logger.exception("storing the end of run %s failed; ending it as failed", run_id)
+            error, finished = await _record_bare_end(recorder, prepared)
+            if publish is not None:
+                publish(error)
         if publish is not None:
             publish(finished)
         tracer.export()
@@ -363,6 +390,48 @@ async def run_execute(
         )
     )
     return str(status)
+
+
+STORAGE_ERROR = "STORAGE_ERROR"
+
+
+async def _record_bare_end(
+    recorder: RunRecorder, prepared: PreparedTurn | None
+) -> tuple[RunError, RunFinished]:
+    """The run's end alone (failed, ``STORAGE_ERROR``), with an error and ``run_finished`` in its
+    log after everything numbered so far, when its last batch could not be stored."""
+    error = RunError(
+        message="The runtime could not store this run's output; the run was ended.",
+        code=STORAGE_ERROR,
+    )
+    finished = RunFinished(status=str(RunStatus.FAILED))
+    seq = recorder.next_seq
+    events = [
+        LoggedEvent(seq=seq, type=error.type, payload=error.to_payload()),
+        LoggedEvent(seq=seq + 1, type=finished.type, payload=finished.to_payload()),
+    ]
+    progress = Progress(
+        events=events,
+        messages=[],
+        agent_states=[],
+        outcome=RunOutcome(
+            status=RunStatus.FAILED,
+            usage=recorder.usage,
+            error_code=STORAGE_ERROR,
+            error_details={"message": error.message},
+        ),
+    )
+    try:
+        await turn_store().record(
+            run_id=recorder.run_id,
+            thread_pk=prepared.thread_pk if prepared is not None else None,
+            progress=progress,
+        )
+        await announce_batch(recorder.run_id, events)
+    except Exception:
+        # Nothing more can be done here; the reaper ends the run once its heartbeat is stale.
+        logger.exception("recording the end of run %s failed", recorder.run_id)
+    return error, finished
 
 
 async def _turn(

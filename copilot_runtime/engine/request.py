@@ -244,3 +244,37 @@ def turn_request_from_payload(payload: dict[str, Any]) -> TurnRequest:
     data["context"] = [tuple(entry) for entry in payload["context"]]
     data["forwarded"] = ForwardedParameters(**payload["forwarded"])
     return TurnRequest(**data)
+
+
+# What the store's columns hold (conversations/models.py): ids and names up to 255 characters,
+# a run id up to 64; no text may hold a NUL character (PostgreSQL stores none).
+ID_LENGTH = 255
+RUN_ID_LENGTH = 64
+
+
+def _check_text(value: str | None, field: str, *, limit: int | None = None) -> None:
+    if not value:
+        return
+    if "\x00" in value:
+        raise BadTurnRequest(f"{field} contains a NUL character, which cannot be stored.")
+    if limit is not None and len(value) > limit:
+        raise BadTurnRequest(f"{field} is longer than {limit} characters.")
+
+
+def check_turn_request(request: TurnRequest, *, run_id: str | None = None) -> None:
+    """Refuse, naming the field, what the store could not keep: a client's mistake is a 400
+    (or a GraphQL error), never a database error reported as an outage."""
+    _check_text(request.thread_id, "threadId", limit=ID_LENGTH)
+    _check_text(run_id, "runId", limit=RUN_ID_LENGTH)
+    _check_text(request.agent_name, "agent name", limit=ID_LENGTH)
+    for index, message in enumerate(request.messages):
+        where = f"messages[{index}]"
+        _check_text(message.id, f"{where}.id", limit=ID_LENGTH)
+        _check_text(message.parent_message_id, f"{where}.parentMessageId", limit=ID_LENGTH)
+        _check_text(message.action_execution_id, f"{where}.actionExecutionId", limit=ID_LENGTH)
+        _check_text(message.action_name, f"{where} name", limit=ID_LENGTH)
+        _check_text(message.role, f"{where}.role", limit=16)
+        _check_text(message.content, f"{where}.content")
+        _check_text(message.result, f"{where}.result")
+    for index, action in enumerate(request.actions):
+        _check_text(action.name, f"actions[{index}].name", limit=ID_LENGTH)

@@ -38,7 +38,11 @@ from copilot_runtime.engine.hooks import (
     call_before_request,
 )
 from copilot_runtime.engine.reaper import runs_reap_stale
-from copilot_runtime.engine.request import TurnRequest, turn_request_to_payload
+from copilot_runtime.engine.request import (
+    TurnRequest,
+    check_turn_request,
+    turn_request_to_payload,
+)
 from copilot_runtime.errors import CopilotKitError, ErrorCode
 from copilot_runtime.events import Event
 
@@ -86,6 +90,7 @@ def _turn_record(
     protocol: str,
     run_id: str | None,
 ) -> tuple[TurnRecord, dict[str, Any] | None]:
+    check_turn_request(request, run_id=run_id)
     check_agent_runnable(agent_name=request.agent_name)
     client_state = agent_state_from_client(request)
     record = TurnRecord(

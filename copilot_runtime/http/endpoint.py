@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from django.db import DatabaseError
+from django.db import DatabaseError, DataError
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -19,9 +19,14 @@ from copilot_runtime.http.body import JsonBody, check_json_body
 from copilot_runtime.http.graphql_http import (
     database_unavailable,
     graphql_auth_error,
+    graphql_bad_request,
     serve_graphql,
 )
 from copilot_runtime.http.responses import json_error
+
+REFUSED_VALUE = (
+    "The request holds a value the runtime cannot store (a NUL character or an id too long)."
+)
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +35,10 @@ logger = logging.getLogger(__name__)
 async def copilotkit_endpoint(request: HttpRequest) -> HttpResponse:
     try:
         return await _dispatch(request)
+    except DataError as exc:
+        # A value the database refused is the caller's mistake, not an outage.
+        logger.warning("the database refused a value of %s: %s", request.path, exc)
+        return graphql_bad_request(request, REFUSED_VALUE)
     except DatabaseError:
         # Postgres down or unreachable: say so in the protocol's shape, never a 500 page.
         logger.exception("database unavailable while serving /api/copilotkit")

@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 from django.core.handlers.asgi import ASGIRequest
-from django.db import DatabaseError
+from django.db import DatabaseError, DataError
 from django.http import HttpRequest, HttpResponse
 
 from copilot_runtime.agui import responses as agui_responses
@@ -33,9 +33,11 @@ from copilot_runtime.agui import routes, runs
 from copilot_runtime.conf import runtime_setting
 from copilot_runtime.http.caller_cache import AuthenticationFailed, resolve_caller_cached
 from copilot_runtime.http.cors import allowed_origin, decorate
+from copilot_runtime.http.endpoint import REFUSED_VALUE
 from copilot_runtime.http.graphql_http import (
     database_unavailable,
     graphql_auth_error,
+    graphql_bad_request,
     serve_graphql,
 )
 from copilot_runtime.http.responses import json_error
@@ -67,6 +69,15 @@ def _hot_route(scope: Scope) -> str | None:
     if path.startswith(_AGENT_PREFIX + "agent/") and path.endswith("/run"):
         return "run"
     return None
+
+
+def _declares_too_much(scope: Scope) -> bool:
+    if scope["type"] != "http" or not scope["path"].startswith(RUNTIME_PATH):
+        return False
+    declared = _header(scope, b"content-length")
+    return bool(declared and declared.isdigit()) and int(declared) > int(
+        runtime_setting("MAX_BODY_BYTES")
+    )
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -124,6 +135,11 @@ class RuntimeFront:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         route = _hot_route(scope)
         if route is None:
+            if _declares_too_much(scope):
+                # Any runtime route: refused before a byte of the body is read.
+                limit = int(runtime_setting("MAX_BODY_BYTES"))
+                await _send_response(_too_large(limit), send, scope=scope)
+                return
             await self.app(scope, receive, send)
             return
         limit = int(runtime_setting("MAX_BODY_BYTES"))
@@ -187,12 +203,22 @@ async def _respond(request: HttpRequest, route: str, body: dict[str, Any]) -> Ht
         return await runs.handle_run(
             request=request, caller=caller, agent_id=matched.agent_id or "", body=body
         )
+    except DataError as exc:
+        # A value the database refused is the caller's mistake, not an outage.
+        logger.warning("the database refused a value of %s: %s", request.path, exc)
+        return _refused_value(route, request)
     except DatabaseError:
         # The database down or saturated: the protocol's own error, never a 500 page.
         logger.exception("database unavailable while serving %s", request.path)
         if route == "graphql":
             return database_unavailable(request)
         return agui_responses.database_unavailable()
+
+
+def _refused_value(route: str, request: HttpRequest) -> HttpResponse:
+    if route == "graphql":
+        return graphql_bad_request(request, REFUSED_VALUE)
+    return agui_responses.invalid_request(REFUSED_VALUE)
 
 
 def _raw_subpath(request: HttpRequest) -> str:

@@ -35,6 +35,11 @@ def graphql_json(request: HttpRequest, payload: dict[str, Any]) -> HttpResponse:
     return json_response(payload, content_type=_json_content_type(request))
 
 
+def graphql_bad_request(request: HttpRequest, message: str) -> HttpResponse:
+    """A request-level ``BAD_REQUEST`` error (HTTP 200, as every GraphQL error)."""
+    return _request_error(request, message)
+
+
 def _request_error(request: HttpRequest, message: str) -> HttpResponse:
     return graphql_json(
         request,

@@ -418,3 +418,33 @@ async def test_spans_and_cost_are_stored(pg: PgTurnStore) -> None:
         ("run", dt.timedelta(seconds=1)),
         ("generation", dt.timedelta(seconds=0.5)),
     ]
+
+
+async def test_a_nul_character_from_the_model_is_stored_as_a_replacement_not_a_failure(
+    pg: PgTurnStore,
+) -> None:
+    prepared = await pg.prepare(turn=record("t-nul", history("a")), reap=never_reap)
+    call = OutputMessage(
+        message_id="call-nul",
+        kind="action_execution",
+        role="assistant",
+        action_name="lookup",
+        arguments={"a": "x\x00y"},
+        created_at=timezone.now(),
+    )
+    await pg.record(
+        run_id=prepared.run_id,
+        thread_pk=prepared.thread_pk,
+        progress=Progress(
+            events=[LoggedEvent(seq=1, type="action_args", payload={"delta": '{"a":"x\\u0000'})],
+            messages=[call],
+            agent_states=[],
+            outcome=RunOutcome(status=RunStatus.SUCCEEDED, usage=Usage()),
+        ),
+    )
+
+    stored = await Message.objects.aget(message_id="call-nul")
+    assert stored.arguments == {"a": "x\ufffdy"}
+    assert (await Run.objects.aget(pk=prepared.run_id)).status == RunStatus.SUCCEEDED
+    event = await RunEvent.objects.aget(run_id=prepared.run_id)
+    assert event.payload == {"delta": '{"a":"x\\u0000'}  # the text of an escape is kept

@@ -1,0 +1,328 @@
+"""The hot endpoints' front (``copilot_runtime/http/front.py``), driven as ASGI.
+
+The v1 mutation and the v2 run are answered without Django's handler, with the same auth,
+CSRF, CORS and body rules; everything else reaches Django with its body intact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+import pytest
+from asgiref.sync import sync_to_async
+from django.test import override_settings
+
+from conversations.models import Message, Run, Thread
+from copilot_runtime.auth import do_issue_token, do_revoke_token
+from copilot_runtime.http.caller_cache import caller_cache_clear
+from copilot_runtime.http.front import RuntimeFront
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+RUN_PATH = "/api/copilotkit/agent/default/run"
+
+
+class Reply:
+    def __init__(self, messages: list[dict[str, Any]]) -> None:
+        start = next(m for m in messages if m["type"] == "http.response.start")
+        self.status: int = start["status"]
+        self.headers = {k.decode().lower(): v.decode() for k, v in start["headers"]}
+        self.body = b"".join(
+            m.get("body", b"") for m in messages if m["type"] == "http.response.body"
+        )
+
+    def json(self) -> Any:
+        return orjson.loads(self.body)
+
+
+async def call(
+    path: str,
+    body: bytes | Iterable[bytes] = b"",
+    *,
+    headers: dict[str, str] | None = None,
+    declared_length: int | None = None,
+    app: Any = None,
+) -> Reply:
+    chunks = [body] if isinstance(body, bytes) else list(body)
+    raw_headers = {"content-type": "application/json", **(headers or {})}
+    length = declared_length if declared_length is not None else sum(len(c) for c in chunks)
+    raw_headers.setdefault("content-length", str(length))
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(k.encode(), v.encode()) for k, v in raw_headers.items()],
+        "client": ("127.0.0.1", 5000),
+        "server": ("testserver", 80),
+    }
+    pending = list(chunks)
+    received: list[int] = []
+
+    async def receive() -> dict[str, Any]:
+        if pending:
+            chunk = pending.pop(0)
+            received.append(len(chunk))
+            return {"type": "http.request", "body": chunk, "more_body": bool(pending)}
+        await asyncio.sleep(30)
+        return {"type": "http.disconnect"}
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    if app is None:
+        from copilot_runtime.asgi import application
+
+        app = application
+    await asyncio.wait_for(app(scope, receive, send), timeout=30)
+    reply = Reply(sent)
+    reply.received = received  # type: ignore[attr-defined]
+    return reply
+
+
+def run_body(**overrides: Any) -> bytes:
+    body = {
+        "threadId": overrides.pop("threadId", f"front-{uuid.uuid4()}"),
+        "runId": overrides.pop("runId", str(uuid.uuid4())),
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+        "state": {},
+        "messages": overrides.pop(
+            "messages", [{"id": str(uuid.uuid4()), "role": "user", "content": "Hi"}]
+        ),
+        **overrides,
+    }
+    return orjson.dumps(body)
+
+
+@pytest.fixture
+def runtime(fake_upstream: Any) -> Any:
+    with override_settings(
+        COPILOT_RUNTIME={
+            "OPENAI_API_KEY": "test",
+            "OPENAI_BASE_URL": fake_upstream.base_url,
+            "OPENAI_MAX_RETRIES": 0,
+            "MAX_BODY_BYTES": 4096,
+            "CORS_ALLOWED_ORIGINS": ["http://localhost:3000"],
+        }
+    ):
+        yield fake_upstream
+
+
+def sse_types(reply: Reply) -> list[str]:
+    return [
+        orjson.loads(line[6:])["type"]
+        for line in reply.body.split(b"\n")
+        if line.startswith(b"data: ")
+    ]
+
+
+# --- bodies ------------------------------------------------------------------------------------
+
+
+async def test_a_declared_oversized_body_is_refused_before_it_is_read(runtime: Any) -> None:
+    reply = await call(RUN_PATH, b"x" * 10, declared_length=10_000_000)
+
+    assert reply.status == 413
+    assert reply.json()["error"] == "payload_too_large"
+    assert reply.received == []  # type: ignore[attr-defined]
+
+
+async def test_any_runtime_route_refuses_a_declared_oversized_body(runtime: Any) -> None:
+    reply = await call("/api/copilotkit/threads", b"{}", declared_length=10_000_000)
+
+    assert reply.status == 413
+    assert reply.received == []  # type: ignore[attr-defined]
+
+
+async def test_reading_stops_at_the_limit(runtime: Any) -> None:
+    # No usable Content-Length: the body is read chunk by chunk, and no further than the limit.
+    chunks = [b"x" * 3000] * 5
+    reply = await call(RUN_PATH, chunks, headers={"content-length": "not-a-number"})
+
+    assert reply.status == 413
+    assert sum(reply.received) <= 4096 + 3000  # type: ignore[attr-defined]
+
+
+async def test_what_is_not_the_hot_paths_business_reaches_django_with_its_body(
+    runtime: Any,
+) -> None:
+    envelope = await call("/api/copilotkit", orjson.dumps({"method": "info"}))
+    bad_json = await call("/api/copilotkit", b'{"query": ')
+
+    assert envelope.status == 200 and "agents" in envelope.json()
+    assert bad_json.status == 400 and bad_json.json()["error"] == "invalid_json"
+
+
+# --- runs through the front ---------------------------------------------------------------------
+
+
+async def test_a_v2_run_streams_and_is_stored(runtime: Any) -> None:
+    thread_id = f"front-{uuid.uuid4()}"
+    reply = await call(
+        RUN_PATH,
+        run_body(
+            threadId=thread_id,
+            messages=[{"id": "u1", "role": "user", "content": 'Hi\nFAKE: {"tokens": 3}'}],
+        ),
+        headers={"accept": "text/event-stream", "origin": "http://localhost:3000"},
+    )
+
+    assert reply.status == 200
+    assert reply.headers["access-control-allow-origin"] == "http://localhost:3000"
+    types = sse_types(reply)
+    assert types[0] == "RUN_STARTED" and types[-1] == "RUN_FINISHED"
+    stored = await sync_to_async(
+        lambda: list(
+            Message.objects.filter(thread__thread_id=thread_id)
+            .order_by("position")
+            .values_list("role", "content")
+        )
+    )()
+    assert stored == [("user", 'Hi\nFAKE: {"tokens": 3}'), ("assistant", "t0 t1 t2")]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"threadId": "a\x00b"}, "threadId"),
+        ({"threadId": "t" * 256}, "threadId"),
+        ({"runId": "r" * 65}, "runId"),
+        ({"messages": [{"id": "m\x00", "role": "user", "content": "Hi"}]}, "messages[0].id"),
+        ({"messages": [{"id": "m1", "role": "user", "content": "a\x00b"}]}, "messages[0].content"),
+    ],
+)
+async def test_values_the_store_cannot_keep_are_a_400_naming_the_field(
+    runtime: Any, overrides: dict[str, Any], field: str
+) -> None:
+    reply = await call(RUN_PATH, run_body(**overrides), headers={"accept": "text/event-stream"})
+
+    assert reply.status == 400, reply.body
+    assert field in reply.body.decode()
+    assert await Run.objects.acount() == 0
+
+
+async def test_the_v1_mutation_refuses_a_nul_thread_id_as_a_graphql_error(
+    runtime: Any, settings: Any
+) -> None:
+    settings.COPILOT_RUNTIME = {**settings.COPILOT_RUNTIME, "MAX_BODY_BYTES": 1_000_000}
+    from benchmarks.client_request import request_variables
+    from copilot_runtime.graphql.fastpath.documents import client_mutation_printed
+
+    variables = request_variables(thread_id="bad\x00id", tokens=3)
+    body = orjson.dumps(
+        {
+            "query": client_mutation_printed(),
+            "operationName": "generateCopilotResponse",
+            "variables": variables,
+        }
+    )
+    reply = await call(
+        "/api/copilotkit", body, headers={"accept": "multipart/mixed, application/json"}
+    )
+
+    assert reply.status == 200
+    assert b"threadId contains a NUL character" in reply.body
+    assert await Run.objects.acount() == 0
+
+
+# --- auth ----------------------------------------------------------------------------------------
+
+
+async def test_a_revoked_token_is_refused_once_the_cache_time_has_passed(
+    runtime: Any, user: Any
+) -> None:
+    token, raw = await sync_to_async(do_issue_token)(user=user, name="front")
+    auth = {"authorization": f"Bearer {raw}", "accept": "text/event-stream"}
+    with override_settings(
+        COPILOT_RUNTIME={
+            "OPENAI_API_KEY": "test",
+            "OPENAI_BASE_URL": runtime.base_url,
+            "AUTH_CACHE_SECONDS": 0.2,
+        }
+    ):
+        first = await call(RUN_PATH, run_body(), headers=auth)
+        await sync_to_async(do_revoke_token)(token=token)
+        await asyncio.sleep(0.3)
+        second = await call(RUN_PATH, run_body(), headers=auth)
+
+    assert first.status == 200
+    assert second.status == 401
+    assert await Run.objects.acount() == 1
+
+
+async def test_an_unknown_token_is_refused_in_each_protocols_shape(runtime: Any) -> None:
+    caller_cache_clear()
+    auth = {"authorization": "Bearer nope", "accept": "text/event-stream"}
+    v2 = await call(RUN_PATH, run_body(), headers=auth)
+    v1 = await call("/api/copilotkit", orjson.dumps({"query": "{ hello }"}), headers=auth)
+
+    assert v2.status == 401
+    assert v1.status == 200
+    assert v1.json()["errors"][0]["extensions"]["code"] == "AUTHENTICATION_ERROR"
+
+
+async def test_a_session_post_without_csrf_from_an_unlisted_origin_is_refused(
+    runtime: Any, user: Any, client: Any
+) -> None:
+    await sync_to_async(client.force_login)(user)
+    session = client.cookies["sessionid"].value
+    reply = await call(
+        RUN_PATH,
+        run_body(),
+        headers={
+            "cookie": f"sessionid={session}",
+            "origin": "http://evil.example",
+            "accept": "text/event-stream",
+        },
+    )
+
+    assert reply.status == 401
+    assert "CSRF" in reply.json()["message"]
+    assert await Run.objects.acount() == 0
+
+
+async def test_a_session_post_from_an_allowed_origin_runs_as_its_user(
+    runtime: Any, user: Any, client: Any
+) -> None:
+    await sync_to_async(client.force_login)(user)
+    session = client.cookies["sessionid"].value
+    thread_id = f"front-{uuid.uuid4()}"
+    reply = await call(
+        RUN_PATH,
+        run_body(threadId=thread_id),
+        headers={
+            "cookie": f"sessionid={session}",
+            "origin": "http://localhost:3000",
+            "accept": "text/event-stream",
+        },
+    )
+
+    assert reply.status == 200
+    thread = await Thread.objects.aget(thread_id=thread_id)
+    assert thread.owner_id == user.pk
+
+
+async def test_the_front_passes_other_apps_requests_through() -> None:
+    seen: list[str] = []
+
+    async def inner(scope: Any, receive: Any, send: Any) -> None:
+        seen.append(scope["path"])
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    reply = await call("/somewhere/else", b"{}", app=RuntimeFront(inner))
+
+    assert reply.status == 204 and seen == ["/somewhere/else"]
