@@ -25,9 +25,9 @@ def _run_on_process_loop(coroutine: Coroutine[Any, Any, str]) -> str:
 
 
 @shared_task(name="copilot.execute_run", acks_late=True, reject_on_worker_lost=True)
-def execute_run(run_id: str) -> str:
+def execute_run(run_id: str, placement: dict[str, Any] | None = None) -> str:
     """Execute one prepared run. A redelivered task finds the run started and does nothing."""
-    return _run_on_process_loop(run_execute_stored(run_id=run_id))
+    return _run_on_process_loop(run_execute_stored(run_id=run_id, placement=placement))
 
 
 @shared_task(name="copilot.reap_stale_runs")

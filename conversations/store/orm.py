@@ -73,17 +73,18 @@ def turn_record(*, turn: TurnRecord, reap: Reap) -> PreparedTurn:
     new_ids = messages_sync_input(thread=thread, messages=turn.messages, run=run)
     if turn.start_running:
         run_mark_running(run_id=run.id)
-    if turn.request_payload is not None:
-        run.request_payload = turn.request_payload
-        run.save(update_fields=["request_payload"])
     latest = (
         agent_state_latest(thread=thread, agent_name=turn.agent_name) if turn.want_state else None
     )
+    latest_state = dict(latest.state) if latest is not None else None
+    if turn.request_payload_for is not None:
+        run.request_payload = turn.request_payload_for(latest_state)
+        run.save(update_fields=["request_payload"])
     return PreparedTurn(
         run_id=run.id,
         thread_id=thread.thread_id,
         thread_pk=thread.pk,
-        latest_state=dict(latest.state) if latest is not None else None,
+        latest_state=latest_state,
         new_message_ids=tuple(new_ids),
     )
 
@@ -112,12 +113,6 @@ def _record(*, run_id: str, progress: Progress) -> None:
 class OrmTurnStore:
     async def prepare(self, *, turn: TurnRecord, reap: Reap) -> PreparedTurn:
         return await on_store_thread(turn_record, turn=turn, reap=reap)
-
-    async def keep_request(self, *, run_id: str, payload: dict[str, Any]) -> None:
-        def keep() -> None:
-            Run.objects.filter(pk=run_id).update(request_payload=payload)
-
-        await on_store_thread(keep)
 
     async def mark_running(self, *, run_id: str, model: str) -> bool:
         return await on_store_thread(run_mark_running, run_id=run_id, model=model)

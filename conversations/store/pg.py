@@ -188,6 +188,7 @@ class PgTurnStore:
                 last_position,
                 latest,
             ) = looked
+            latest = dict(latest) if isinstance(latest, dict) else None
             visible = (
                 not user.is_authenticated
                 if stored_owner is None
@@ -224,7 +225,11 @@ class PgTurnStore:
                         now,
                         now if running else None,
                         now if running else None,
-                        _json(turn.request_payload),
+                        _json(
+                            turn.request_payload_for(latest)
+                            if turn.request_payload_for is not None
+                            else None
+                        ),
                         1 if running else 0,
                         thread_pk,
                         turn.run_id,
@@ -246,19 +251,12 @@ class PgTurnStore:
             run_id=turn.run_id,
             thread_id=turn.thread_id,
             thread_pk=thread_pk,
-            latest_state=dict(latest) if isinstance(latest, dict) else None,
+            latest_state=latest,
             new_message_ids=tuple(row[1] for row in rows),
             next_position=last + len(rows) + 1,
         )
 
     # --- the run's life -----------------------------------------------------------------------
-
-    async def keep_request(self, *, run_id: str, payload: dict[str, Any]) -> None:
-        await self._execute(
-            f"UPDATE {RUN} SET request_payload = %s WHERE id = %s",
-            (_json(payload), run_id),
-            fetch=False,
-        )
 
     async def mark_running(self, *, run_id: str, model: str) -> bool:
         now = timezone.now()

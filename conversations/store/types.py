@@ -33,8 +33,9 @@ class TurnRecord:
     run_id: str
     # The latest stored state of ``agent_name`` is read only when the client sent none.
     want_state: bool = True
-    # The parsed request, stored on the run for the process that executes it (Celery).
-    request_payload: dict[str, Any] | None = None
+    # Builds the parsed request stored on the run for the process that executes it (Celery),
+    # given the agent's latest stored state (read by the same preparation).
+    request_payload_for: Callable[[dict[str, Any] | None], dict[str, Any]] | None = None
     # Executed at once by this process (inline): the run is stored already running, which
     # saves the executor its separate pending -> running write.
     start_running: bool = False
@@ -85,10 +86,6 @@ class TurnStore(Protocol):
         """Record the thread (created on first use, ownership checked), refuse a busy one
         (``reap`` first fails those of its active runs whose executor died), store the
         client's new messages and a pending run, in one transaction."""
-        ...
-
-    async def keep_request(self, *, run_id: str, payload: dict[str, Any]) -> None:
-        """Store the parsed request on the run, for the process that executes it."""
         ...
 
     async def mark_running(self, *, run_id: str, model: str) -> bool: ...

@@ -81,9 +81,7 @@ def _backoff(attempt: int, error: UpstreamError | None) -> float:
 class SseTransport:
     """One service endpoint's streaming POSTs. Create it on the event loop that uses it."""
 
-    def __init__(
-        self, *, headers: Mapping[str, str], timeout: float, max_retries: int
-    ) -> None:
+    def __init__(self, *, headers: Mapping[str, str], timeout: float, max_retries: int) -> None:
         self._headers = {
             **headers,
             "Content-Type": "application/json",

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from agents.runners import agent_turn_events, turn_server_actions
 from conversations.models import RunStatus
@@ -177,16 +177,20 @@ class _Watchdog:
     """While a run executes: renew its heartbeat, and stop it when a stop is requested
     (told at once on the layer, and checked in the database with each heartbeat)."""
 
-    def __init__(self, run_id: str, target: asyncio.Task[Any]) -> None:
+    def __init__(self, run_id: str, target: asyncio.Task[Any], *, in_process: bool) -> None:
         self._run_id = run_id
         self._target = target
+        self._in_process = in_process
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
-        self._tasks = [
-            asyncio.create_task(self._heartbeats()),
-            asyncio.create_task(self._listen_for_stop()),
-        ]
+        self._tasks = [asyncio.create_task(self._heartbeats())]
+        layer = get_channel_layer()
+        # A run executing where it is streamed (inline) is stopped through this process's live
+        # registry; an in-memory layer reaches no other process, so listening on it would only
+        # cost a channel and a task per run.
+        if layer is not None and not (self._in_process and isinstance(layer, InMemoryChannelLayer)):
+            self._tasks.append(asyncio.create_task(self._listen_for_stop()))
 
     def _stop_target(self) -> None:
         if not self._target.done():
@@ -238,6 +242,7 @@ async def run_execute(
     request: TurnRequest,
     publish: Callable[[Event], None] | None = None,
     prepared: PreparedTurn | None = None,
+    started: bool = False,
 ) -> str:
     """Run the turn of a prepared run to its end; returns the final status ("" when the run
     was not pending, e.g. a redelivered task whose run already started)."""
@@ -287,9 +292,7 @@ async def run_execute(
 
     try:
         # A run stored already running (inline) records its model with its end.
-        started = prepared is not None or await turn_store().mark_running(
-            run_id=run_id, model=model
-        )
+        started = started or await turn_store().mark_running(run_id=run_id, model=model)
     except asyncio.CancelledError:
         started = None  # stopped before it began: recorded as cancelled below
     if started is False:
@@ -321,7 +324,7 @@ async def run_execute(
             ),
         )
     )
-    watchdog = _Watchdog(run_id, turn_task)
+    watchdog = _Watchdog(run_id, turn_task, in_process=publish is not None)
     watchdog.start()
     status = RunStatus.SUCCEEDED
     limit = float(runtime_setting("RUN_TIME_LIMIT_SECONDS"))

@@ -12,6 +12,7 @@ import asyncio
 import contextvars
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections, transaction
@@ -23,7 +24,11 @@ from copilot_runtime.conf import runtime_setting
 from copilot_runtime.engine.execute import run_execute
 from copilot_runtime.engine.live import LiveRun, live_run_forget, live_run_get, live_run_register
 from copilot_runtime.engine.relay import announce_cancel, follow_run
-from copilot_runtime.engine.request import TurnRequest, turn_request_from_payload
+from copilot_runtime.engine.request import (
+    TurnRequest,
+    turn_request_from_payload,
+    turn_request_to_payload,
+)
 from copilot_runtime.events import Event, RunError, RunFinished, event_from_payload
 
 logger = logging.getLogger(__name__)
@@ -37,14 +42,25 @@ def executor_kind() -> str:
     return CELERY if kind == CELERY else INLINE
 
 
-def enqueue_on_worker(*, run_id: str) -> None:
+def placement_of(prepared: PreparedTurn, request: TurnRequest) -> dict[str, Any]:
+    """What a worker needs to execute a prepared run without reading it back (JSON)."""
+    return {
+        "thread_id": prepared.thread_id,
+        "thread_pk": prepared.thread_pk,
+        "next_position": prepared.next_position,
+        "request": turn_request_to_payload(request),
+    }
+
+
+def enqueue_on_worker(*, run_id: str, placement: dict[str, Any] | None = None) -> None:
     """Hand a committed run to the Celery workers."""
     from agents.tasks import execute_run
 
     # The run ends itself at RUN_TIME_LIMIT_SECONDS (and records its end); Celery's hard limit
     # is only the backstop for a worker that cannot even do that.
     limit = float(runtime_setting("RUN_TIME_LIMIT_SECONDS"))
-    execute_run.apply_async(args=[run_id], time_limit=limit + 60)
+    args: list[Any] = [run_id] if placement is None else [run_id, placement]
+    execute_run.apply_async(args=args, time_limit=limit + 60)
 
 
 def schedule_on_worker(*, run_id: str) -> None:
@@ -72,6 +88,8 @@ def start_inline(
                 request=request,
                 publish=live.publish,
                 prepared=prepared,
+                # Prepared by turn_start, the run was stored already running.
+                started=prepared is not None,
             )
         finally:
             live.close()
@@ -133,8 +151,22 @@ async def run_cancel(*, run_id: str) -> bool:
     return requested
 
 
-async def run_execute_stored(*, run_id: str) -> str:
-    """Execute a run prepared by another process, from what it stored (the Celery task)."""
+async def run_execute_stored(*, run_id: str, placement: dict[str, Any] | None = None) -> str:
+    """Execute a run prepared by another process (the Celery task): from the task's
+    ``placement`` when it has one, else from what the run stored."""
+    if placement is not None:
+        prepared = PreparedTurn(
+            run_id=run_id,
+            thread_id=placement["thread_id"],
+            thread_pk=placement["thread_pk"],
+            next_position=placement.get("next_position"),
+        )
+        return await run_execute(
+            run_id=run_id,
+            thread_id=prepared.thread_id,
+            request=turn_request_from_payload(placement["request"]),
+            prepared=prepared,
+        )
     await sync_to_async(close_old_connections)()
     try:
         run = await Run.objects.select_related("thread").aget(pk=run_id)

@@ -68,11 +68,7 @@ def _partial_output(run_id: str, reason: str) -> list[OutputMessage]:
 
 @transaction.atomic
 def _reap_one(run_id: str, now: dt.datetime) -> list[LoggedEvent]:
-    run = (
-        Run.objects.select_for_update(skip_locked=True)
-        .filter(Q(pk=run_id) & _dead(now))
-        .first()
-    )
+    run = Run.objects.select_for_update(skip_locked=True).filter(Q(pk=run_id) & _dead(now)).first()
     if run is None:
         return []
     last = RunEvent.objects.filter(run=run).aggregate(last=Max("seq"))["last"] or 0

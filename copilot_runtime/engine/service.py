@@ -18,7 +18,7 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
 from agents.registry import agent_get
-from conversations.models import Run, RunStatus
+from conversations.models import RunStatus
 from conversations.services.runs import RunOutcome, Usage, new_run_id
 from conversations.store import PreparedTurn, turn_store
 from conversations.store.orm import turn_record as turn_record_orm
@@ -27,6 +27,7 @@ from copilot_runtime.engine.executor import (
     CELERY,
     enqueue_on_worker,
     executor_kind,
+    placement_of,
     run_cancel,
     schedule_on_worker,
     start_inline,
@@ -107,14 +108,31 @@ def _turn_record(
     return record, client_state
 
 
+def _decide_state(
+    request: TurnRequest,
+    latest_state: dict[str, Any] | None,
+    client_state: dict[str, Any] | None,
+) -> None:
+    """The agent's state at the start of the turn: the client's, else the latest stored."""
+    request.state = client_state if client_state is not None else dict(latest_state or {})
+
+
 def _finish_preparation(
     request: TurnRequest, prepared: PreparedTurn, client_state: dict[str, Any] | None
 ) -> None:
-    """The agent's state at the start of the turn: the client's, else the latest stored."""
-    if client_state is not None:
-        request.state = client_state
-    else:
-        request.state = dict(prepared.latest_state or {})
+    _decide_state(request, prepared.latest_state, client_state)
+
+
+def _payload_builder(
+    request: TurnRequest, client_state: dict[str, Any] | None
+) -> Callable[[dict[str, Any] | None], dict[str, Any]]:
+    """What the worker executes: the request with its starting state, stored on the run."""
+
+    def build(latest_state: dict[str, Any] | None) -> dict[str, Any]:
+        _decide_state(request, latest_state, client_state)
+        return turn_request_to_payload(request)
+
+    return build
 
 
 def _reap_stale(run_ids: list[str]) -> int:
@@ -133,12 +151,12 @@ def turn_prepare(
     record, client_state = _turn_record(
         user=user, request=request, protocol=protocol, run_id=run_id
     )
+    celery = executor_kind() == CELERY
+    if celery:
+        record.request_payload_for = _payload_builder(request, client_state)
     prepared = turn_record_orm(turn=record, reap=_reap_stale)
     _finish_preparation(request, prepared, client_state)
-    if executor_kind() == CELERY:
-        Run.objects.filter(pk=prepared.run_id).update(
-            request_payload=turn_request_to_payload(request)
-        )
+    if celery:
         schedule_on_worker(run_id=prepared.run_id)
     return prepared
 
@@ -159,13 +177,16 @@ async def turn_start(
     )
     celery = executor_kind() == CELERY
     record.start_running = not celery
-    store = turn_store()
-    prepared = await store.prepare(turn=record, reap=_reap_stale)
+    if celery:
+        record.request_payload_for = _payload_builder(request, client_state)
+    prepared = await turn_store().prepare(turn=record, reap=_reap_stale)
     _finish_preparation(request, prepared, client_state)
     if celery:
-        # The worker executes the request as stored, with the state decided above.
-        await store.keep_request(run_id=prepared.run_id, payload=turn_request_to_payload(request))
-        await sync_to_async(enqueue_on_worker)(run_id=prepared.run_id)
+        # The task carries what the worker needs (the request, where the thread's messages
+        # continue): it starts the run without reading it back.
+        await sync_to_async(enqueue_on_worker)(
+            run_id=prepared.run_id, placement=placement_of(prepared, request)
+        )
     try:
         if before_request_configured():
             await call_before_request(

@@ -21,9 +21,7 @@ pytestmark = pytest.mark.django_db
 
 def new_run(thread: Thread) -> Run:
     # One run at a time per thread: the previous turn's run has ended.
-    Run.objects.filter(thread=thread, status__in=["pending", "running"]).update(
-        status="succeeded"
-    )
+    Run.objects.filter(thread=thread, status__in=["pending", "running"]).update(status="succeeded")
     return run_create(
         thread=thread,
         agent_name="default",

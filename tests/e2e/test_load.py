@@ -137,9 +137,7 @@ def test_300_concurrent_paced_streams_on_one_process_lose_nothing(
     )
     assert answers == {r.message_id: r.text for r in replies}
     # Each thread holds both turns' questions and answers, in order.
-    per_thread = Message.objects.filter(thread__thread_id=replies[0].thread_id).order_by(
-        "position"
-    )
+    per_thread = Message.objects.filter(thread__thread_id=replies[0].thread_id).order_by("position")
     assert [m.role for m in per_thread] == ["user", "assistant", "user", "assistant"]
 
 

@@ -365,15 +365,6 @@ async def test_heartbeat_tells_of_a_requested_stop(pg: PgTurnStore) -> None:
     assert (await Run.objects.aget(pk=prepared.run_id)).heartbeat_at is not None
 
 
-async def test_a_kept_request_is_read_back_by_the_orm(pg: PgTurnStore) -> None:
-    prepared = await pg.prepare(turn=record("t-keep", history("a")), reap=never_reap)
-    await pg.keep_request(run_id=prepared.run_id, payload={"messages": [], "n": 1})
-    assert (await Run.objects.aget(pk=prepared.run_id)).request_payload == {
-        "messages": [],
-        "n": 1,
-    }
-
-
 async def test_spans_and_cost_are_stored(pg: PgTurnStore) -> None:
     from copilot_runtime.models import ModelPrice
 

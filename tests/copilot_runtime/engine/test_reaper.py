@@ -230,9 +230,7 @@ def test_a_lost_runs_partial_answer_is_stored_failed_like_a_cancelled_runs() -> 
 def test_a_pending_run_no_worker_started_is_failed_with_run_not_started() -> None:
     from copilot_runtime.engine.reaper import RUN_NOT_STARTED
 
-    with override_settings(
-        COPILOT_RUNTIME={"PENDING_TIMEOUT_SECONDS": 5.0, "EXECUTOR": "celery"}
-    ):
+    with override_settings(COPILOT_RUNTIME={"PENDING_TIMEOUT_SECONDS": 5.0, "EXECUTOR": "celery"}):
         make_run("waiting-fresh", status=RunStatus.PENDING, heartbeat_age=None, logged=0)
         make_run("waiting-long", status=RunStatus.PENDING, heartbeat_age=None, logged=0)
         Run.objects.filter(pk="waiting-long").update(

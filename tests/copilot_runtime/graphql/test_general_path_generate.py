@@ -54,8 +54,11 @@ def _variables(text: str, thread_id: str) -> dict:
             "threadId": thread_id,
             "frontend": {"actions": []},
             "messages": [
-                {"id": "u1", "createdAt": "2025-01-01T00:00:00.000Z",
-                 "textMessage": {"content": text, "role": "user"}}
+                {
+                    "id": "u1",
+                    "createdAt": "2025-01-01T00:00:00.000Z",
+                    "textMessage": {"content": text, "role": "user"},
+                }
             ],
             "metadata": {"requestType": "Chat"},
         }

@@ -37,8 +37,14 @@ def _body(thread_id: str) -> bytes:
                     "threadId": thread_id,
                     "frontend": {"actions": []},
                     "messages": [
-                        {"id": "u1", "createdAt": "2025-01-01T00:00:00.000Z",
-                         "textMessage": {"content": 'FAKE: {"text": "Hi there"}', "role": "user"}}
+                        {
+                            "id": "u1",
+                            "createdAt": "2025-01-01T00:00:00.000Z",
+                            "textMessage": {
+                                "content": 'FAKE: {"text": "Hi there"}',
+                                "role": "user",
+                            },
+                        }
                     ],
                     "metadata": {"requestType": "Chat"},
                 },
