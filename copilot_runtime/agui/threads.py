@@ -9,6 +9,7 @@ sets the thread's status; a new run on an archived thread makes it current again
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,11 +79,20 @@ def _page_cursor(thread: Thread) -> str:
     return f"{(thread.updated_at - _EPOCH) // _MICROSECOND}-{thread.pk}"
 
 
+# What ``_page_cursor`` writes: ASCII digits only (``str.isdigit`` also accepts "²"), a primary
+# key that fits a bigint.
+_CURSOR = re.compile(r"(\d{1,18})-(\d{1,18})", re.ASCII)
+
+
 def _after_cursor(threads: QuerySet[Thread], cursor: str) -> QuerySet[Thread]:
-    stamp, _, pk = cursor.partition("-")
-    if not stamp.isdigit() or not pk.isdigit():
+    match = _CURSOR.fullmatch(cursor)
+    if match is None:
         raise ThreadRequestError("Valid cursor query param is required")
-    updated_at = _EPOCH + int(stamp) * _MICROSECOND
+    stamp, pk = match.groups()
+    try:
+        updated_at = _EPOCH + int(stamp) * _MICROSECOND
+    except OverflowError:  # past year 9999: no cursor this server wrote
+        raise ThreadRequestError("Valid cursor query param is required") from None
     return threads.filter(Q(updated_at__lt=updated_at) | Q(updated_at=updated_at, pk__lt=int(pk)))
 
 

@@ -59,11 +59,12 @@ async def _with_caller(
     request: HttpRequest, handle: Callable[[Caller], Awaitable[HttpResponse]]
 ) -> HttpResponse:
     try:
+        # Resolving the caller reads the database too: inside the guard, so an exhausted pool
+        # answers the protocol's 503, not Django's HTML error page.
         caller = await resolve_caller(request)
+        return await handle(caller)
     except AuthenticationFailed as refused:
         return responses.unauthorized(refused.message)
-    try:
-        return await handle(caller)
     except DatabaseError:
         logger.exception("database unavailable while serving %s", request.path)
         return responses.database_unavailable()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -261,6 +262,19 @@ def _check_text(value: str | None, field: str, *, limit: int | None = None) -> N
         raise BadTurnRequest(f"{field} is longer than {limit} characters.")
 
 
+def _check_json(value: Any, field: str) -> None:
+    """orjson (the store's writer) reads 1,024 levels of nesting but writes only 254: a value
+    nested deeper would be accepted here and fail when stored."""
+    if value is None:
+        return
+    try:
+        orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        raise BadTurnRequest(
+            f"{field} is nested too deeply (or holds a value JSON cannot represent)."
+        ) from None
+
+
 def check_turn_request(request: TurnRequest, *, run_id: str | None = None) -> None:
     """Refuse, naming the field, what the store could not keep: a client's mistake is a 400
     (or a GraphQL error), never a database error reported as an outage."""
@@ -276,5 +290,21 @@ def check_turn_request(request: TurnRequest, *, run_id: str | None = None) -> No
         _check_text(message.role, f"{where}.role", limit=16)
         _check_text(message.content, f"{where}.content")
         _check_text(message.result, f"{where}.result")
+        _check_json(message.arguments, f"{where}.arguments")
+        _check_json(message.agent_state, f"{where}.state")
     for index, action in enumerate(request.actions):
         _check_text(action.name, f"actions[{index}].name", limit=ID_LENGTH)
+        _check_json(action.parameters, f"actions[{index}].parameters")
+    for index, entry in enumerate(request.agent_states):
+        state = entry.get("state") if isinstance(entry, dict) else None
+        if isinstance(state, str):  # v1 sends each agent's state as JSON text
+            # An unreadable state is ignored (the stored one is used).
+            with contextlib.suppress(orjson.JSONDecodeError):
+                _check_json(orjson.loads(state), f"agentStates[{index}].state")
+    _check_json(request.state, "state")
+    _check_json(request.agent_states, "agentStates")
+    _check_json(request.agent_session, "agentSession")
+    _check_json(request.properties, "properties")
+    _check_json(request.extensions, "extensions")
+    _check_json(request.meta_events, "metaEvents")
+    _check_json(request.cloud, "cloud")

@@ -52,6 +52,7 @@ from copilot_runtime.graphql.error_format import (
 )
 from copilot_runtime.graphql.incremental import legacy_payloads
 from copilot_runtime.graphql.schema import schema
+from copilot_runtime.graphql.validation import RUNTIME_RULES
 
 logger = logging.getLogger("copilot_runtime.graphql")
 
@@ -61,8 +62,11 @@ __all__ = [
     "prepare_operation",
 ]
 
-# The documents real clients send are a few hundred tokens; this only stops abuse.
+# The documents real clients send are a few hundred tokens and a few KB; these only stop abuse.
 MAX_QUERY_TOKENS = 20_000
+# Comments and whitespace are not tokens: the text is bounded too, which also bounds what the
+# parse cache below can hold (PARSE_CACHE_SIZE x MAX_QUERY_CHARS of text, plus bounded ASTs).
+MAX_QUERY_CHARS = 100_000
 PARSE_CACHE_SIZE = 256
 
 INCREMENTAL_DIRECTIVES = frozenset({"defer", "stream"})
@@ -86,7 +90,9 @@ def _parse_and_validate(query: str) -> _ParsedDocument:
         document = parse(query, max_tokens=MAX_QUERY_TOKENS, allow_empty_selection_sets=False)
     except GraphQLError as error:
         return _ParsedDocument(document=None, errors=(error,), incremental_operations={})
-    errors = validate(_GRAPHQL_SCHEMA, document, allow_empty_selection_sets=False)
+    errors = validate(
+        _GRAPHQL_SCHEMA, document, RUNTIME_RULES, allow_empty_selection_sets=False
+    )
     if errors:
         return _ParsedDocument(document=None, errors=tuple(errors), incremental_operations={})
     fragments = {
@@ -198,6 +204,8 @@ def prepare_operation(
     """The operation to run, or the formatted errors that stop it (HTTP 200 with ``errors``)."""
     if not isinstance(query, str) or not query.strip():
         return [request_error("Must provide query string.")]
+    if len(query) > MAX_QUERY_CHARS:
+        return [request_error(f"The query is too long (over {MAX_QUERY_CHARS} characters).")]
     if variables is not None and not isinstance(variables, dict):
         return [request_error("Variables must be an object.")]
     operation_name = operation_name or None

@@ -10,6 +10,7 @@ import logging
 
 import strawberry
 from graphql import GraphQLError
+from strawberry.extensions import AddValidationRules
 from strawberry.schema.config import StrawberryConfig
 from strawberry.types import ExecutionContext
 
@@ -39,6 +40,7 @@ from copilot_runtime.graphql.types.statuses import (
     PendingResponseStatus,
     SuccessResponseStatus,
 )
+from copilot_runtime.graphql.validation import OneTurnPerOperation
 
 HELLO = "Hello World"
 
@@ -120,6 +122,8 @@ schema = RuntimeSchema(
         FailedResponseStatus,
         PendingResponseStatus,
     ],
+    # Documents served by strawberry (the websocket) get the runtime's own rules too.
+    extensions=[AddValidationRules([OneTurnPerOperation])],
     config=StrawberryConfig(
         name_converter=NAME_CONVERTER,
         enable_experimental_incremental_execution=True,

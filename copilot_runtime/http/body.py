@@ -26,6 +26,20 @@ def _too_large(limit: int) -> HttpResponse:
     )
 
 
+# orjson reads up to 1,024 levels of nesting but writes at most 254, and what a request carries
+# is written back (stored, forwarded): a body nested deeper is refused when it is read.
+TOO_DEEP = "The request body nests JSON deeper than 254 levels."
+
+
+def json_writable(value: Any) -> bool:
+    """Whether ``value`` can be written back as JSON (one C pass, microseconds per KB)."""
+    try:
+        orjson.dumps(value)
+    except TypeError:  # orjson.JSONEncodeError: nested too deeply
+        return False
+    return True
+
+
 def check_json_body(request: HttpRequest) -> JsonBody | HttpResponse:
     """The parsed JSON body, or the response refusing it (413, 415 or 400)."""
     limit = int(runtime_setting("MAX_BODY_BYTES"))
@@ -54,6 +68,9 @@ def check_json_body(request: HttpRequest) -> JsonBody | HttpResponse:
     if not raw.strip():
         return json_error(400, "invalid_request", "The request body is empty; JSON was expected.")
     try:
-        return JsonBody(orjson.loads(raw))
+        value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         return json_error(400, "invalid_json", f"The request body is not valid JSON: {exc}")
+    if not json_writable(value):
+        return json_error(400, "invalid_json", TOO_DEEP)
+    return JsonBody(value)

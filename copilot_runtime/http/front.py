@@ -31,6 +31,7 @@ from django.http import HttpRequest, HttpResponse
 from copilot_runtime.agui import responses as agui_responses
 from copilot_runtime.agui import routes, runs
 from copilot_runtime.conf import runtime_setting
+from copilot_runtime.http.body import json_writable
 from copilot_runtime.http.caller_cache import AuthenticationFailed, resolve_caller_cached
 from copilot_runtime.http.cors import allowed_origin, decorate
 from copilot_runtime.http.endpoint import REFUSED_VALUE
@@ -160,11 +161,12 @@ class RuntimeFront:
 
 
 def _json_object(body: bytes) -> dict[str, Any] | None:
+    """The body as a JSON object; None leaves the refusal to Django's path (http.body)."""
     try:
         value = orjson.loads(body)
     except orjson.JSONDecodeError:
         return None
-    return value if isinstance(value, dict) else None
+    return value if isinstance(value, dict) and json_writable(value) else None
 
 
 async def _serve(
@@ -189,12 +191,13 @@ async def _serve(
 
 async def _respond(request: HttpRequest, route: str, body: dict[str, Any]) -> HttpResponse:
     try:
-        caller = await resolve_caller_cached(request)
-    except AuthenticationFailed as refused:
-        if route == "graphql":
-            return graphql_auth_error(refused)
-        return agui_responses.unauthorized(refused.message)
-    try:
+        try:
+            # Inside the database guard below: resolving a caller may read the database.
+            caller = await resolve_caller_cached(request)
+        except AuthenticationFailed as refused:
+            if route == "graphql":
+                return graphql_auth_error(refused)
+            return agui_responses.unauthorized(refused.message)
         if route == "graphql":
             return await serve_graphql(request, body=body, caller=caller)
         matched = routes.match_route(_raw_subpath(request))

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
 
 from copilot_runtime.auth import Caller, token_user
@@ -24,6 +25,7 @@ from copilot_runtime.conf import runtime_setting
 TOKEN_REFUSED = "Forbidden: the bearer token is unknown or revoked"
 MALFORMED_AUTHORIZATION = "Forbidden: send authorization as 'Bearer <token>'"
 AUTHENTICATION_REQUIRED = "Forbidden: authentication required (log in or send a bearer token)"
+CREDENTIALS_WITHDRAWN = "Forbidden: the token was revoked or the user deactivated"
 
 
 class ConnectionRefused(Exception):
@@ -79,3 +81,21 @@ async def connection_caller(
     if not runtime_setting("ALLOW_ANONYMOUS"):
         raise ConnectionRefused(AUTHENTICATION_REQUIRED)
     return Caller(user=AnonymousUser(), via="anonymous")
+
+
+def _user_is_active(pk: Any) -> bool:
+    return get_user_model().objects.filter(pk=pk, is_active=True).exists()
+
+
+async def caller_still_allowed(*, caller: Caller, raw_token: str | None) -> bool:
+    """Whether a connection's caller may still start operations.
+
+    Checked before each operation (one indexed query), because a socket outlives the
+    credentials it was opened with: a token revoked or a user deactivated after
+    ``connection_init`` must not start runs on the already-open socket.
+    """
+    if caller.via == "token":
+        return raw_token is not None and await sync_to_async(token_user)(raw_token) is not None
+    if caller.via == "session":
+        return await sync_to_async(_user_is_active)(caller.user.pk)
+    return True

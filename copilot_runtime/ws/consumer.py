@@ -17,7 +17,7 @@ from strawberry.exceptions import ConnectionRejectionError
 from strawberry.types.unset import UNSET, UnsetType
 
 from copilot_runtime.errors import CopilotKitError, ErrorCode
-from copilot_runtime.ws.auth import ConnectionRefused, connection_caller
+from copilot_runtime.ws.auth import ConnectionRefused, connection_caller, connection_token
 from copilot_runtime.ws.context import SocketContext
 from copilot_runtime.ws.handlers import RuntimeLegacyWSHandler, RuntimeTransportWSHandler
 from copilot_runtime.ws.origins import OriginDecision, origin_decision, scope_headers
@@ -76,6 +76,10 @@ class RuntimeGraphQLWSConsumer(GraphQLWSConsumer):
             ) from refused
         context.user = caller.user
         context.extra["caller"] = caller
+        # Kept to re-check the token before each operation (ws.handlers).
+        context.extra["token"] = connection_token(
+            params=context.connection_params, headers=context.headers
+        )
         return UNSET
 
     def is_websocket_origin_allowed(self, request: Any, origin: str) -> bool:

@@ -5,6 +5,9 @@
   by the task the handler creates for it), marked when the client completes/stops that
   operation: ``copilotStream`` cancels its run on an explicit stop only, not when the socket
   drops (see ``graphql.resolvers.subscriptions``).
+- Before each operation the connection's caller is checked again (``caller_still_allowed``):
+  a token revoked or a user deactivated after ``connection_init`` closes the socket (4403,
+  with the reason) instead of starting the operation.
 - graphql-transport-ws: a document that does not parse, or names no runnable operation, gets an
   ``error`` message for its operation id, like any other invalid document, instead of closing
   the whole socket (4400), which would also end the connection's other operations.
@@ -28,8 +31,22 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
 from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
 from strawberry.subscriptions.protocols.graphql_ws.types import StartMessage, StopMessage
 
+from copilot_runtime.errors import CopilotKitError, ErrorCode
 from copilot_runtime.graphql.resolvers.subscriptions import SUBSCRIPTION_END, SubscriptionEnd
+from copilot_runtime.ws.auth import CREDENTIALS_WITHDRAWN, caller_still_allowed
 from copilot_runtime.ws.errors import ErrorFormattingSchema
+
+# graphql-transport-ws's "Forbidden" (graphql-ws clients treat it as fatal: no reconnect loop).
+_FORBIDDEN = 4403
+
+
+async def _credentials_withdrawn(context: Any) -> bool:
+    """Whether the caller accepted at ``connection_init`` may no longer start operations."""
+    extra = getattr(context, "extra", None) or {}
+    caller = extra.get("caller")
+    if caller is None:
+        return False  # not acknowledged yet: strawberry refuses the operation itself
+    return not await caller_still_allowed(caller=caller, raw_token=extra.get("token"))
 
 
 class _OperationEnds:
@@ -68,6 +85,9 @@ class RuntimeTransportWSHandler(BaseGraphQLTransportWSHandler[Any, Any]):
 
     async def handle_subscribe(self, message: SubscribeMessage) -> None:
         operation_id = message["id"]
+        if self.connection_acknowledged and await _credentials_withdrawn(self.context):
+            await self.websocket.close(code=_FORBIDDEN, reason=CREDENTIALS_WITHDRAWN)
+            return
         if operation_id in self.operations:
             # A duplicate id: the base class closes the socket (4409); the live operation's
             # end must not be replaced.
@@ -95,6 +115,20 @@ class RuntimeLegacyWSHandler(BaseGraphQLWSHandler[Any, Any]):
 
     async def handle_start(self, message: StartMessage) -> None:
         operation_id = message["id"]
+        if self.connection_acknowledged and await _credentials_withdrawn(self.context):
+            refusal = CopilotKitError(CREDENTIALS_WITHDRAWN, code=ErrorCode.AUTHENTICATION_ERROR)
+            await self.send_message(
+                {
+                    "type": "error",
+                    "id": operation_id,
+                    "payload": {
+                        "message": CREDENTIALS_WITHDRAWN,
+                        "extensions": refusal.extensions(),
+                    },
+                }
+            )
+            await self.websocket.close(code=_FORBIDDEN, reason=CREDENTIALS_WITHDRAWN)
+            return
         # Reusing a live id replaces that operation: the client's doing, so a stop.
         self.operation_ends.stopped_by_client(operation_id)
         with self.operation_ends.starting(operation_id):

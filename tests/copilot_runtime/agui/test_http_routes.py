@@ -138,3 +138,23 @@ async def test_anonymous_callers_are_refused_when_not_allowed() -> None:
     assert body_of(response)["code"] == "AUTHENTICATION_ERROR"
     envelope = await post(AsyncClient(), "", {"method": "info"})
     assert envelope.status_code == 401
+
+
+async def test_a_database_that_cannot_answer_who_is_calling_is_a_503_in_json(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # What an exhausted pool raises while the caller's session or token is read.
+    from django.db import OperationalError
+
+    from copilot_runtime.agui import views
+
+    async def pool_exhausted(request: object) -> None:
+        raise OperationalError("couldn't get a connection after 10.00 sec")
+
+    monkeypatch.setattr(views, "resolve_caller", pool_exhausted)
+
+    response = await AsyncClient().get(BASE + "/threads")
+
+    assert response.status_code == 503
+    assert response["Content-Type"].startswith("application/json")
+    assert body_of(response)["code"] == "NETWORK_ERROR"

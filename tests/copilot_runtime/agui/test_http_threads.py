@@ -179,6 +179,23 @@ async def test_threads_are_listed_newest_first_page_by_page() -> None:
     assert (await client.get(BASE + "/threads?limit=zero")).status_code == 400
 
 
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        "99999999999999999999999-1",  # past any date: OverflowError before
+        "1-99999999999999999999",  # past a bigint
+        "²-1",  # a digit to str.isdigit, not to int()
+        "12",
+        "-1",
+    ],
+)
+async def test_a_cursor_this_server_did_not_write_is_a_400(cursor: str) -> None:
+    response = await AsyncClient().get(BASE + "/threads", {"cursor": cursor})
+
+    assert response.status_code == 400, response.content
+    assert body_of(response)["error"] == "Valid cursor query param is required"
+
+
 async def test_another_users_threads_look_like_no_threads(user, other_user) -> None:
     from asgiref.sync import sync_to_async
 

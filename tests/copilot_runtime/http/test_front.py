@@ -18,6 +18,7 @@ from django.test import override_settings
 
 from conversations.models import Message, Run, Thread
 from copilot_runtime.auth import do_issue_token, do_revoke_token
+from copilot_runtime.http.body import TOO_DEEP
 from copilot_runtime.http.caller_cache import caller_cache_clear
 from copilot_runtime.http.front import RuntimeFront
 
@@ -214,6 +215,18 @@ async def test_values_the_store_cannot_keep_are_a_400_naming_the_field(
     assert await Run.objects.acount() == 0
 
 
+async def test_a_state_nested_deeper_than_the_store_writes_is_a_400(runtime: Any) -> None:
+    # orjson reads this (up to 1,024 levels) but cannot write it back (254 at most).
+    nested = b'{"a":' * 400 + b"1" + b"}" * 400
+    body = run_body(state={"placeholder": True}).replace(b'{"placeholder":true}', nested)
+
+    reply = await call(RUN_PATH, body, headers={"accept": "text/event-stream"})
+
+    assert reply.status == 400, reply.body
+    assert reply.json()["message"] == TOO_DEEP
+    assert await Run.objects.acount() == 0
+
+
 async def test_the_v1_mutation_refuses_a_nul_thread_id_as_a_graphql_error(
     runtime: Any, settings: Any
 ) -> None:
@@ -239,6 +252,25 @@ async def test_the_v1_mutation_refuses_a_nul_thread_id_as_a_graphql_error(
 
 
 # --- auth ----------------------------------------------------------------------------------------
+
+
+async def test_a_database_that_cannot_answer_who_is_calling_is_the_protocols_error(
+    runtime: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django.db import OperationalError
+
+    from copilot_runtime.http import front
+
+    async def pool_exhausted(request: object) -> None:
+        raise OperationalError("couldn't get a connection after 10.00 sec")
+
+    monkeypatch.setattr(front, "resolve_caller_cached", pool_exhausted)
+
+    reply = await call(RUN_PATH, run_body(), headers={"accept": "text/event-stream"})
+
+    assert reply.status == 503, reply.body
+    assert reply.json()["code"] == "NETWORK_ERROR"
+
 
 
 async def test_a_revoked_token_is_refused_once_the_cache_time_has_passed(

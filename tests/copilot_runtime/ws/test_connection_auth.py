@@ -10,10 +10,11 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.test import Client, override_settings
 
-from conversations.models import Thread
+from conversations.models import Run, Thread
 from copilot_runtime.auth import do_issue_token, do_revoke_token
 from copilot_runtime.ws.auth import (
     AUTHENTICATION_REQUIRED,
+    CREDENTIALS_WITHDRAWN,
     MALFORMED_AUTHORIZATION,
     TOKEN_REFUSED,
     ConnectionRefused,
@@ -209,3 +210,61 @@ async def test_an_invalid_token_is_refused_even_with_a_valid_session(
     closed = await socket.init({"token": "wrong"})
 
     assert closed["code"] == 4403
+
+
+# --- credentials withdrawn while the socket is open -------------------------------------------
+
+
+async def _deactivate(user: Any) -> None:
+    user.is_active = False
+    await user.asave(update_fields=["is_active"])
+
+
+@pytest.mark.parametrize("protocol", [TRANSPORT, LEGACY])
+async def test_a_token_revoked_after_connecting_starts_no_further_run(
+    protocol: str, open_socket: OpenSocket, runtime_on_fake: Any, user: Any
+) -> None:
+    token, raw = await sync_to_async(do_issue_token)(user=user, name="revoked-later")
+    socket = await open_socket(protocol)
+    assert (await socket.init({"token": raw}))["type"] == "connection_ack"
+    await _thread_owner_after_a_turn(socket, "before-revocation")
+    runs_before = await Run.objects.acount()
+
+    await sync_to_async(do_revoke_token)(token=token)
+    await socket.subscribe("2", COPILOT_STREAM, {"data": generate_data("again")})
+
+    message = await socket.receive()
+    if protocol == LEGACY:
+        assert message["type"] == "error" and message["id"] == "2"
+        assert message["payload"]["message"] == CREDENTIALS_WITHDRAWN
+        assert message["payload"]["extensions"]["code"] == "AUTHENTICATION_ERROR"
+        message = await socket.receive()
+    assert message == {"type": "websocket.close", "code": 4403, "reason": CREDENTIALS_WITHDRAWN}
+    assert await Run.objects.acount() == runs_before
+
+
+async def test_a_session_user_deactivated_after_connecting_starts_no_further_run(
+    open_socket: OpenSocket, runtime_on_fake: Any, user: Any
+) -> None:
+    socket = await open_socket(TRANSPORT, headers={"Cookie": await _session_cookie(user)})
+    assert (await socket.init())["type"] == "connection_ack"
+    await _thread_owner_after_a_turn(socket, "session-before")
+
+    await _deactivate(user)
+    await socket.subscribe("2", COPILOT_STREAM, {"data": generate_data("again")})
+
+    closed = await socket.receive()
+    assert (closed["type"], closed["code"]) == ("websocket.close", 4403)
+    assert await Run.objects.acount() == 1
+
+
+async def test_a_live_token_keeps_its_socket_working_across_operations(
+    open_socket: OpenSocket, runtime_on_fake: Any, user: Any
+) -> None:
+    socket = await open_socket(TRANSPORT)
+    assert (await socket.init({"token": await _token_for(user)}))["type"] == "connection_ack"
+
+    await _thread_owner_after_a_turn(socket, "first")
+    await _thread_owner_after_a_turn(socket, "second")
+
+    assert await Run.objects.acount() == 2
