@@ -22,7 +22,7 @@ from agents.registry import agent_get
 from agents.runners import agent_turn_events
 from conversations.models import Run
 from conversations.selectors import thread_get_for_caller
-from conversations.services.runs import ACTIVE_STATUSES
+from conversations.services.runs import ACTIVE_STATUSES, new_run_id
 from copilot_runtime.adapters import adapter_from_settings
 from copilot_runtime.agui import responses
 from copilot_runtime.agui.encoder import SseEncoder
@@ -30,7 +30,6 @@ from copilot_runtime.agui.headers import forwardable_headers
 from copilot_runtime.agui.replay import cursor_parse, replay_stream, thread_history
 from copilot_runtime.agui.run_input import (
     InvalidRunInput,
-    Issue,
     RunInput,
     issues_text,
     run_input_parse,
@@ -117,13 +116,18 @@ async def handle_run(
     except CopilotKitError as error:
         return responses.refused(error)
     except IntegrityError:
-        # The client's run id is the run's primary key: a reused one fails its insert (checked
-        # here rather than by a query before every run).
+        # The client's run id is the run's primary key: a taken one fails its insert (checked
+        # here rather than by a query before every run). Saying so would confirm that someone's
+        # run has that id, and refusing would let a caller squat ids others will mint: the
+        # run goes ahead under an id of the server's, which RUN_STARTED announces.
         if not await Run.objects.filter(pk=parsed.run_id).aexists():
             raise
-        return responses.invalid_body(
-            issues_text([Issue(("runId",), f"Run '{parsed.run_id}' already exists")])
-        )
+        try:
+            started = await turn_start(
+                user=caller.user, request=turn_request, protocol=PROTOCOL, run_id=new_run_id()
+            )
+        except CopilotKitError as error:
+            return responses.refused(error)
     encoder = SseEncoder(thread_id=started.thread_id, run_id=started.run_id)
     return responses.sse_response(_run_events(started, parsed, encoder))
 

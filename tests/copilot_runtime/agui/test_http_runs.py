@@ -168,13 +168,38 @@ async def test_an_upstream_500_is_a_run_error_in_a_200_stream(runtime_on_fake) -
     assert events[1]["code"]
 
 
-async def test_a_duplicate_run_id_is_refused(runtime_on_fake) -> None:
-    body = run_body("v2-dup", [user("u1", "Hi")], run_id="run-dup-1")
-    events = await read_events(await post(AsyncClient(), "/agent/default/run", body))
+async def test_a_taken_run_id_is_neither_confirmed_nor_squatted(
+    runtime_on_fake, user, other_user
+) -> None:
+    from asgiref.sync import sync_to_async
+
+    from copilot_runtime.auth import do_issue_token
+    from tests.copilot_runtime.agui.helpers import user as user_message
+
+    owner_token = (await sync_to_async(do_issue_token)(user=user, name="owner"))[1]
+    other_token = (await sync_to_async(do_issue_token)(user=other_user, name="other"))[1]
+    body = run_body("v2-dup", [user_message("u1", "Hi")], run_id="run-dup-1")
+    first = await post(
+        AsyncClient(), "/agent/default/run", body, Authorization=f"Bearer {owner_token}"
+    )
+    assert types(await read_events(first))[-1] == "RUN_FINISHED"
+
+    # Another caller sends the same run id: no error saying it exists, and no run of theirs
+    # under it; their run goes ahead under an id of the server's.
+    again = await post(
+        AsyncClient(),
+        "/agent/default/run",
+        {**body, "threadId": "v2-dup-2"},
+        Authorization=f"Bearer {other_token}",
+    )
+    assert again.status_code == 200, again.content
+    events = await read_events(again)
     assert types(events)[-1] == "RUN_FINISHED"
-    again = await post(AsyncClient(), "/agent/default/run", {**body, "threadId": "v2-dup-2"})
-    assert again.status_code == 400
-    assert "already exists" in body_of(again)["details"]
+    assert events[0]["runId"] != "run-dup-1"
+    run = await Run.objects.select_related("thread").aget(pk=events[0]["runId"])
+    assert run.thread.thread_id == "v2-dup-2"
+    original = await Run.objects.select_related("thread__owner").aget(pk="run-dup-1")
+    assert original.thread.owner_id == user.pk
 
 
 async def test_a_second_run_on_a_busy_thread_is_409(runtime_on_fake) -> None:
