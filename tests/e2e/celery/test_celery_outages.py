@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from conversations.models import RunStatus
-from tests.e2e.celery.support import fake
+from tests.e2e.celery.support import fake, in_background, log_entries, run_of_thread
 from tests.e2e.js_client import JS_CLIENT_VERSIONS, run_js
 from tests.support.generate_e2e import (
     assert_no_traceback,
@@ -25,6 +25,8 @@ from tests.support.generate_e2e import (
     graphql_error_codes,
     joined_content,
     text_input,
+    thread_rows,
+    wait_for,
 )
 
 if TYPE_CHECKING:
@@ -69,6 +71,42 @@ def test_a_redis_restart_between_runs_needs_no_restart_of_web_or_worker(
     assert worker.log_text().count("Connected to redis://") > connects
     assert worker.process.poll() is None and server.process.poll() is None
     assert httpx.get(f"{server.url}/readyz", timeout=5).status_code == 200
+
+
+def test_a_two_second_redis_outage_during_a_run_leaves_the_worker_serving(
+    celery_stack: Any, dedicated_redis: RedisServer, fake_upstream: FakeUpstream
+) -> None:
+    server, worker = celery_stack(dedicated_redis.url)
+    thread_id = "redis-outage-in-flight"
+    directive = {"tokens": 80, "delay_ms": 50}  # four seconds of streaming
+    data = generate_data(thread_id=thread_id, messages=[text_input("u1", fake(directive))])
+
+    with in_background(
+        lambda: run_js(CLIENT, generate_command(server.url, data), timeout=60)
+    ) as client:
+
+        def streaming() -> Any:
+            run = run_of_thread(thread_id)
+            deltas = sum(kind == "text_delta" for _, kind, _ in log_entries(run.pk)) if run else 0
+            return run if deltas >= 2 else None
+
+        run = wait_for(streaming, timeout=20, what="the worker to stream text")
+        dedicated_redis.stop()
+        time.sleep(2)
+        dedicated_redis.start()
+        reply = client.result(timeout=60)
+
+    # The run in flight ends whole, and what the client saw is what was stored.
+    assert finished_run(run.pk, timeout=30).status == RunStatus.SUCCEEDED
+    stored = thread_rows(thread_id)[-1].content
+    assert len(stored.split()) == 80
+    (message,) = reply["final"]["messages"]
+    assert joined_content(message) == stored
+    # The worker survived the outage and serves the next runs.
+    after = one_turn(server.url, "redis-outage-after", "Still here.")
+    assert after["final"]["status"]["code"] == "Success", after["final"]
+    assert worker.process.poll() is None, worker.log_text()[-3000:]
+    assert "Unrecoverable error" not in worker.log_text()
 
 
 @pytest.fixture
