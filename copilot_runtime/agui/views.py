@@ -14,14 +14,14 @@ from urllib.parse import quote
 
 import orjson
 from asgiref.sync import sync_to_async
-from django.db import DatabaseError
+from django.db import DatabaseError, DataError
 from django.http import HttpRequest, HttpResponse
 
 from copilot_runtime.agui import responses, routes, runs, threads
 from copilot_runtime.agui.info import runtime_info
 from copilot_runtime.auth import AuthenticationFailed, Caller, resolve_caller
 from copilot_runtime.http.body import JsonBody, check_json_body
-from copilot_runtime.http.responses import json_response
+from copilot_runtime.http.responses import REFUSED_VALUE, json_response
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +65,10 @@ async def _with_caller(
         return await handle(caller)
     except AuthenticationFailed as refused:
         return responses.unauthorized(refused.message)
+    except DataError as exc:
+        # A value the database refused (a NUL in an id...): the caller's mistake, not an outage.
+        logger.warning("the database refused a value of %s: %s", request.path, exc)
+        return responses.invalid_request(REFUSED_VALUE)
     except DatabaseError:
         logger.exception("database unavailable while serving %s", request.path)
         return responses.database_unavailable()

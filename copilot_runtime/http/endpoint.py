@@ -22,11 +22,7 @@ from copilot_runtime.http.graphql_http import (
     graphql_bad_request,
     serve_graphql,
 )
-from copilot_runtime.http.responses import json_error
-
-REFUSED_VALUE = (
-    "The request holds a value the runtime cannot store (a NUL character or an id too long)."
-)
+from copilot_runtime.http.responses import REFUSED_VALUE, json_error
 
 logger = logging.getLogger(__name__)
 

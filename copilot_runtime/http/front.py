@@ -34,14 +34,13 @@ from copilot_runtime.conf import runtime_setting
 from copilot_runtime.http.body import json_writable
 from copilot_runtime.http.caller_cache import AuthenticationFailed, resolve_caller_cached
 from copilot_runtime.http.cors import allowed_origin, decorate
-from copilot_runtime.http.endpoint import REFUSED_VALUE
 from copilot_runtime.http.graphql_http import (
     database_unavailable,
     graphql_auth_error,
     graphql_bad_request,
     serve_graphql,
 )
-from copilot_runtime.http.responses import json_error
+from copilot_runtime.http.responses import REFUSED_VALUE, json_error
 from copilot_runtime.mount import RUNTIME_PATH
 
 logger = logging.getLogger(__name__)

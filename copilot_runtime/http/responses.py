@@ -33,3 +33,9 @@ def json_error(status: int, error: str, message: str | None = None, **extra: Any
         payload["message"] = message
     payload.update(extra)
     return json_response(payload, status=status)
+
+
+# A value the database refused (DataError): the caller's mistake, never an outage.
+REFUSED_VALUE = (
+    "The request holds a value the runtime cannot store (a NUL character or an id too long)."
+)

@@ -13,7 +13,7 @@ from copilot_runtime.errors import ErrorCode, error_extensions
 from copilot_runtime.graphql import execution
 from copilot_runtime.graphql.execution import MAX_QUERY_CHARS, PreparedOperation, prepare_operation
 from copilot_runtime.graphql.validation import one_turn_message
-from tests.copilot_runtime.http.test_front import call
+from tests.support.asgi_call import call
 
 BAD_REQUEST = error_extensions(ErrorCode.BAD_REQUEST)
 TURN = "generateCopilotResponse(data: $data) { threadId runId }"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterable
 from typing import Any
 
 import orjson
@@ -21,75 +20,11 @@ from copilot_runtime.auth import do_issue_token, do_revoke_token
 from copilot_runtime.http.body import TOO_DEEP
 from copilot_runtime.http.caller_cache import caller_cache_clear
 from copilot_runtime.http.front import RuntimeFront
+from tests.support.asgi_call import Reply, call
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 RUN_PATH = "/api/copilotkit/agent/default/run"
-
-
-class Reply:
-    def __init__(self, messages: list[dict[str, Any]]) -> None:
-        start = next(m for m in messages if m["type"] == "http.response.start")
-        self.status: int = start["status"]
-        self.headers = {k.decode().lower(): v.decode() for k, v in start["headers"]}
-        self.body = b"".join(
-            m.get("body", b"") for m in messages if m["type"] == "http.response.body"
-        )
-
-    def json(self) -> Any:
-        return orjson.loads(self.body)
-
-
-async def call(
-    path: str,
-    body: bytes | Iterable[bytes] = b"",
-    *,
-    headers: dict[str, str] | None = None,
-    declared_length: int | None = None,
-    app: Any = None,
-) -> Reply:
-    chunks = [body] if isinstance(body, bytes) else list(body)
-    raw_headers = {"content-type": "application/json", **(headers or {})}
-    length = declared_length if declared_length is not None else sum(len(c) for c in chunks)
-    raw_headers.setdefault("content-length", str(length))
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(k.encode(), v.encode()) for k, v in raw_headers.items()],
-        "client": ("127.0.0.1", 5000),
-        "server": ("testserver", 80),
-    }
-    pending = list(chunks)
-    received: list[int] = []
-
-    async def receive() -> dict[str, Any]:
-        if pending:
-            chunk = pending.pop(0)
-            received.append(len(chunk))
-            return {"type": "http.request", "body": chunk, "more_body": bool(pending)}
-        await asyncio.sleep(30)
-        return {"type": "http.disconnect"}
-
-    sent: list[dict[str, Any]] = []
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    if app is None:
-        from copilot_runtime.asgi import application
-
-        app = application
-    await asyncio.wait_for(app(scope, receive, send), timeout=30)
-    reply = Reply(sent)
-    reply.received = received  # type: ignore[attr-defined]
-    return reply
 
 
 def run_body(**overrides: Any) -> bytes:

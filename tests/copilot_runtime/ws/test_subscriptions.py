@@ -414,3 +414,22 @@ async def test_bad_documents_get_an_error_for_their_operation_and_the_socket_sta
 
     await socket.subscribe("ok", RUN_EVENTS, {"runId": "missing"})
     assert (await socket.until_done("ok"))[0]["type"] == "error"  # still served
+
+
+async def test_an_operation_aliasing_the_turn_field_is_refused_on_the_socket_too(
+    open_socket: Any, runtime_on_fake: Any
+) -> None:
+    # graphql-transport-ws runs mutations (the legacy protocol refuses them outright).
+    from copilot_runtime.graphql.validation import one_turn_message
+
+    socket = await open_socket(TRANSPORT)
+    assert (await socket.init())["type"] == "connection_ack"
+    turn = "generateCopilotResponse(data: $data) { threadId }"
+    query = f"mutation M($data: GenerateCopilotResponseInput!) {{ a: {turn} b: {turn} }}"
+
+    await socket.subscribe("1", query, {"data": generate_data("hi")})
+    [message] = await socket.until_done("1")
+
+    assert message["type"] == "error"
+    assert [error["message"] for error in message["payload"]] == [one_turn_message(2)]
+    assert await Run.objects.acount() == 0
