@@ -116,10 +116,13 @@ def run_mark_running(*, run_id: str, model: str = "") -> bool:
     )
 
 
-def run_heartbeat(*, run_id: str) -> bool:
-    """Record that the executing process is alive; True when a stop was requested."""
-    Run.objects.filter(pk=run_id).update(heartbeat_at=timezone.now())
-    return Run.objects.filter(pk=run_id, cancel_requested=True).exists()
+def run_heartbeats(*, run_ids: list[str]) -> set[str]:
+    """Record that the process executing these runs is alive; the ids whose stop was
+    requested."""
+    Run.objects.filter(pk__in=run_ids).update(heartbeat_at=timezone.now())
+    return set(
+        Run.objects.filter(pk__in=run_ids, cancel_requested=True).values_list("pk", flat=True)
+    )
 
 
 def run_request_cancel(*, run_id: str) -> bool:

@@ -26,7 +26,7 @@ from conversations.services.runs import (
     ACTIVE_STATUSES,
     ThreadBusy,
     run_create,
-    run_heartbeat,
+    run_heartbeats,
     run_mark_running,
     run_record_progress,
 )
@@ -120,8 +120,8 @@ class OrmTurnStore:
     async def record(self, *, run_id: str, thread_pk: int | None, progress: Progress) -> None:
         await on_store_thread(_record, run_id=run_id, progress=progress)
 
-    async def heartbeat(self, *, run_id: str) -> bool:
-        return await on_store_thread(run_heartbeat, run_id=run_id)
+    async def heartbeats(self, *, run_ids: list[str]) -> set[str]:
+        return await on_store_thread(run_heartbeats, run_ids=run_ids)
 
     async def store_trace(
         self, *, run_id: str, trace_id: str, records: list[Any], persist_spans: bool

@@ -267,12 +267,13 @@ class PgTurnStore:
         )
         return row is not None
 
-    async def heartbeat(self, *, run_id: str) -> bool:
-        row = await self._execute(
-            f"UPDATE {RUN} SET heartbeat_at = %s WHERE id = %s RETURNING cancel_requested",
-            (timezone.now(), run_id),
+    async def heartbeats(self, *, run_ids: list[str]) -> set[str]:
+        rows = await self._execute(
+            f"UPDATE {RUN} SET heartbeat_at = %s WHERE id = ANY(%s) RETURNING id, cancel_requested",
+            (timezone.now(), run_ids),
+            many=True,
         )
-        return bool(row and row[0])
+        return {run_id for run_id, cancel_requested in rows or () if cancel_requested}
 
     async def record(self, *, run_id: str, thread_pk: int | None, progress: Progress) -> None:
         """One batch as ONE statement (atomic by itself): the log, finished messages, states,
@@ -381,10 +382,14 @@ class PgTurnStore:
         )
         return cost
 
-    async def _execute(self, sql: str, params: Any, *, fetch: bool = True) -> Any:
+    async def _execute(
+        self, sql: str, params: Any, *, fetch: bool = True, many: bool = False
+    ) -> Any:
         try:
             async with await self._connection() as conn:
                 cur = await conn.execute(sql, params)
+                if many:
+                    return await cur.fetchall()
                 return await cur.fetchone() if fetch else None
         except psycopg.Error as exc:
             raise _translate(exc) from exc

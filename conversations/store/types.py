@@ -92,8 +92,9 @@ class TurnStore(Protocol):
 
     async def record(self, *, run_id: str, thread_pk: int | None, progress: Progress) -> None: ...
 
-    async def heartbeat(self, *, run_id: str) -> bool:
-        """Renew the run's heartbeat; True when a stop was requested."""
+    async def heartbeats(self, *, run_ids: list[str]) -> set[str]:
+        """Renew the heartbeats of the runs this process executes, in one statement; the ids
+        of those whose stop was requested."""
         ...
 
     async def store_trace(

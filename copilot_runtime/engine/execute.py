@@ -26,6 +26,7 @@ from copilot_runtime.adapters import adapter_from_settings
 from copilot_runtime.conf import runtime_setting
 from copilot_runtime.engine.breakers import EmptyCallsBreaker, ToolBreaker
 from copilot_runtime.engine.chat import ChatTurn, chat_turn_events
+from copilot_runtime.engine.heartbeats import heartbeat_for_loop
 from copilot_runtime.engine.hooks import (
     RequestHookContext,
     after_request_configured,
@@ -184,7 +185,9 @@ class _Watchdog:
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
-        self._tasks = [asyncio.create_task(self._heartbeats())]
+        # The heartbeat is renewed with every other run of this loop's (one statement).
+        heartbeat_for_loop().register(self._run_id, self._stop_target)
+        self._tasks = []
         layer = get_channel_layer()
         # A run executing where it is streamed (inline) is stopped through this process's live
         # registry; an in-memory layer reaches no other process, so listening on it would only
@@ -195,16 +198,6 @@ class _Watchdog:
     def _stop_target(self) -> None:
         if not self._target.done():
             self._target.cancel()
-
-    async def _heartbeats(self) -> None:
-        interval = float(runtime_setting("HEARTBEAT_SECONDS"))
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                if await turn_store().heartbeat(run_id=self._run_id):
-                    self._stop_target()
-            except Exception:  # a database hiccup must not kill the run
-                logger.warning("heartbeat of run %s failed", self._run_id, exc_info=True)
 
     async def _listen_for_stop(self) -> None:
         layer = get_channel_layer()
@@ -225,6 +218,7 @@ class _Watchdog:
         """Stop watching. Not awaited: a listener blocked in the layer's receive may only notice
         its cancellation when that read times out (seconds with Redis), and the run's end must
         not wait for it."""
+        heartbeat_for_loop().unregister(self._run_id)
         for task in self._tasks:
             task.cancel()
             task.add_done_callback(_ignore_outcome)

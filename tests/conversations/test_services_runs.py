@@ -26,7 +26,7 @@ from conversations.services.runs import (
     check_thread_not_busy,
     run_create,
     run_finish,
-    run_heartbeat,
+    run_heartbeats,
     run_mark_running,
     run_record_progress,
     run_request_cancel,
@@ -267,16 +267,15 @@ def test_run_record_progress_writes_events_messages_and_states() -> None:
     assert run.first_token_at == first_token_at
 
 
-def test_run_heartbeat_renews_and_reports_a_requested_stop() -> None:
-    run = started_run()
-    Run.objects.filter(pk=run.pk).update(heartbeat_at=None)
+def test_run_heartbeats_renew_and_report_the_runs_asked_to_stop() -> None:
+    first, second = started_run(), started_run()
+    Run.objects.filter(pk__in=[first.pk, second.pk]).update(heartbeat_at=None)
 
-    assert run_heartbeat(run_id=run.id) is False
-    run.refresh_from_db()
-    assert run.heartbeat_at is not None
+    assert run_heartbeats(run_ids=[first.id, second.id]) == set()
+    assert Run.objects.filter(pk__in=[first.pk, second.pk], heartbeat_at=None).count() == 0
 
-    assert run_request_cancel(run_id=run.id) is True
-    assert run_heartbeat(run_id=run.id) is True
+    assert run_request_cancel(run_id=second.id) is True
+    assert run_heartbeats(run_ids=[first.id, second.id]) == {second.id}
 
 
 def test_run_record_progress_is_all_or_nothing() -> None:

@@ -356,13 +356,16 @@ async def test_progress_and_the_runs_end_are_written_like_the_orm_writes_them(
     assert await sync_to_async(states)("p-sql") == await sync_to_async(states)("p-orm")
 
 
-async def test_heartbeat_tells_of_a_requested_stop(pg: PgTurnStore) -> None:
-    prepared = await pg.prepare(turn=record("t-hb", history("a")), reap=never_reap)
-    await pg.mark_running(run_id=prepared.run_id, model="m")
-    assert await pg.heartbeat(run_id=prepared.run_id) is False
-    await Run.objects.filter(pk=prepared.run_id).aupdate(cancel_requested=True)
-    assert await pg.heartbeat(run_id=prepared.run_id) is True
-    assert (await Run.objects.aget(pk=prepared.run_id)).heartbeat_at is not None
+async def test_heartbeats_tell_which_runs_were_asked_to_stop(pg: PgTurnStore) -> None:
+    runs = []
+    for thread in ("t-hb-1", "t-hb-2"):
+        prepared = await pg.prepare(turn=record(thread, history("a")), reap=never_reap)
+        await pg.mark_running(run_id=prepared.run_id, model="m")
+        runs.append(prepared.run_id)
+    assert await pg.heartbeats(run_ids=runs) == set()
+    await Run.objects.filter(pk=runs[1]).aupdate(cancel_requested=True)
+    assert await pg.heartbeats(run_ids=runs) == {runs[1]}
+    assert await Run.objects.filter(pk__in=runs, heartbeat_at=None).acount() == 0
 
 
 async def test_spans_and_cost_are_stored(pg: PgTurnStore) -> None:
