@@ -20,6 +20,7 @@ import datetime as dt
 import logging
 import re
 import uuid
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -172,8 +173,10 @@ class PgTurnStore:
                     now,
                     now,
                     turn.thread_id,
+                    # The ids as one JSON text: psycopg adapts a list element by element.
+                    _dumps(incoming),
                     list(_ACTIVE),
-                    incoming,
+                    str(MessageKind.AGENT_STATE),
                     str(MessageKind.AGENT_STATE),
                     turn.agent_name if turn.want_state else None,
                 ),
@@ -183,7 +186,8 @@ class PgTurnStore:
                 stored_owner,
                 title,
                 active,
-                found_rows,
+                missing,
+                (current_sent, restore),
                 current_count,
                 last_position,
                 latest,
@@ -198,10 +202,9 @@ class PgTurnStore:
                 raise ThreadNotAvailable()
             if active:
                 raise _Busy([pk for pk, _status in active])
-            found = {mid: (superseded, kind) for mid, superseded, kind in found_rows or ()}
             last = -1 if last_position is None else last_position
-            await _supersede(cur, thread_pk, incoming, found, current_count)
-            rows = _new_message_rows(history, found, last, now)
+            await _supersede(cur, thread_pk, incoming, current_sent, restore or (), current_count)
+            rows = _new_message_rows(history, set(missing or ()), last, now)
             new_title = ""
             if not title:
                 first_user = next(
@@ -430,42 +433,37 @@ async def _supersede(
     cur: Any,
     thread_pk: int,
     incoming: list[str],
-    found: dict[str, tuple[bool, str]],
+    current_sent: int,
+    restore: Sequence[str],
     current_count: int,
 ) -> None:
     """The client no longer sends some stored messages (a regenerate, an edit, a deletion):
-    they are superseded, kept for the record; ones it sends again are current again. Rare:
-    a history that extends what is stored touches nothing here."""
-    current_sent = sum(
-        1
-        for superseded, kind in found.values()
-        if not superseded and kind != MessageKind.AGENT_STATE
-    )
+    they are superseded, kept for the record; ones it sends again (``restore``) are current
+    again. Rare: a history that extends what is stored touches nothing here."""
     if current_sent != current_count:
         await cur.execute(
             f"UPDATE {MESSAGE} SET superseded = true WHERE thread_id = %s AND NOT superseded"
             " AND kind <> %s AND NOT (message_id = ANY(%s))",
             (thread_pk, str(MessageKind.AGENT_STATE), incoming),
         )
-    restore = [message_id for message_id, (superseded, _) in found.items() if superseded]
     if restore:
         await cur.execute(
             f"UPDATE {MESSAGE} SET superseded = false WHERE thread_id = %s"
             " AND message_id = ANY(%s)",
-            (thread_pk, restore),
+            (thread_pk, list(restore)),
         )
 
 
 def _new_message_rows(
-    history: list[Any], found: dict[str, Any], last_position: int, now: dt.datetime
+    history: list[Any], missing: set[str], last_position: int, now: dt.datetime
 ) -> list[tuple[Any, ...]]:
+    """Rows for the messages of ``history`` the thread does not hold yet (``missing``)."""
     rows = []
-    seen = set(found)
     position = last_position
     for m in history:
-        if m.id in seen:
+        if m.id not in missing:
             continue
-        seen.add(m.id)
+        missing.discard(m.id)  # a client repeating an id stores it once
         position += 1
         arguments = m.agent_state if m.kind == MessageKind.AGENT_STATE else m.arguments
         rows.append(
@@ -544,12 +542,18 @@ WITH created AS (
     UNION ALL
     SELECT id, owner_id, title FROM {THREAD} WHERE thread_id = %s AND NOT EXISTS (
         SELECT 1 FROM created)
+), sent AS (
+    SELECT jsonb_array_elements_text(%s::jsonb) AS message_id
 )
 SELECT t.id, t.owner_id, t.title,
     (SELECT json_agg(json_build_array(r.id, r.status)) FROM {RUN} r
       WHERE r.thread_id = t.id AND r.status = ANY(%s)),
-    (SELECT json_agg(json_build_array(m.message_id, m.superseded, m.kind)) FROM {MESSAGE} m
-      WHERE m.thread_id = t.id AND m.message_id = ANY(%s)),
+    (SELECT json_agg(sent.message_id) FROM sent WHERE NOT EXISTS (
+      SELECT 1 FROM {MESSAGE} m WHERE m.thread_id = t.id AND m.message_id = sent.message_id)),
+    (SELECT json_build_array(
+        count(*) FILTER (WHERE NOT m.superseded AND m.kind <> %s),
+        json_agg(m.message_id) FILTER (WHERE m.superseded))
+      FROM {MESSAGE} m WHERE m.thread_id = t.id AND m.message_id IN (SELECT message_id FROM sent)),
     (SELECT count(*) FILTER (WHERE NOT m.superseded AND m.kind <> %s) FROM {MESSAGE} m
       WHERE m.thread_id = t.id),
     (SELECT max(m.position) FROM {MESSAGE} m WHERE m.thread_id = t.id),

@@ -8,15 +8,15 @@ the admin applies to the next request without a restart. The request's own
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import connection
 
-from copilot_runtime.engine.request import TurnRequest
+from copilot_runtime.engine.request import InputMessage, TurnRequest
 from copilot_runtime.models import GuardrailMatch, GuardrailRule, GuardrailRuleKind
 
 ALLOW = str(GuardrailRuleKind.ALLOW)
@@ -63,8 +63,18 @@ class Subject:
     text: str
     message_id: str
     agent_name: str
-    # Earlier user and assistant text messages, oldest first, as {"role", "content"}.
-    history: list[dict[str, str]] = field(default_factory=list)
+    # The request's earlier messages. Their text is gathered only when an evaluator needs the
+    # conversation (Copilot Cloud), not on every guarded turn: it grows with the thread.
+    earlier: Sequence[InputMessage] = ()
+
+    @property
+    def history(self) -> list[dict[str, str]]:
+        """Earlier user and assistant text messages, oldest first, as {"role", "content"}."""
+        return [
+            {"role": message.role, "content": message.content}
+            for message in self.earlier
+            if message.kind == "text" and message.role in ("user", "assistant") and message.content
+        ]
 
 
 def subject_from_request(request: TurnRequest) -> Subject | None:
@@ -75,13 +85,11 @@ def subject_from_request(request: TurnRequest) -> Subject | None:
     last = request.messages[-1]
     if last.kind != "text" or last.role != "user":
         return None
-    history = [
-        {"role": message.role, "content": message.content}
-        for message in request.messages[:-1]
-        if message.kind == "text" and message.role in ("user", "assistant") and message.content
-    ]
     return Subject(
-        text=last.content, message_id=last.id, agent_name=request.agent_name, history=history
+        text=last.content,
+        message_id=last.id,
+        agent_name=request.agent_name,
+        earlier=request.messages[:-1],
     )
 
 

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from copilot_runtime.engine.request import InputMessage
 from copilot_runtime.guardrails.cloud import CloudEvaluator
 from copilot_runtime.guardrails.rules import Subject
 from copilot_runtime.guardrails.verdicts import decide
@@ -17,7 +18,10 @@ SUBJECT = Subject(
     text="What about the election?",
     message_id="u2",
     agent_name="default",
-    history=[{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}],
+    earlier=[
+        InputMessage(id="u1", kind="text", role="user", content="Hi"),
+        InputMessage(id="a1", kind="text", role="assistant", content="Hello!"),
+    ],
 )
 
 
