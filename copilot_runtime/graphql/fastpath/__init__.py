@@ -20,6 +20,7 @@ from copilot_runtime.graphql.error_format import format_error, format_errors
 from copilot_runtime.graphql.execution import PreparedOperation
 from copilot_runtime.graphql.fastpath.documents import client_mutation_printed
 from copilot_runtime.graphql.fastpath.encoder import ROOT, V1Encoder, initial_payload
+from copilot_runtime.graphql.fastpath.variables import plain_client_variables
 from copilot_runtime.graphql.input_conversion import coerced_to_plain
 from copilot_runtime.graphql.resolvers.generate import cancel_on_disconnect, start_v1_turn
 from copilot_runtime.graphql.schema import schema
@@ -65,17 +66,19 @@ def _operation(prepared: PreparedOperation) -> OperationDefinitionNode:
 async def serve_client_mutation(
     *, prepared: PreparedOperation, context: RuntimeContext
 ) -> dict[str, Any] | AsyncIterator[dict[str, Any]]:
-    coerced = get_variable_values(
-        schema._schema, _operation(prepared).variable_definitions, prepared.variables or {}
-    )
-    if isinstance(coerced, list):
-        return {"errors": format_errors(coerced)}
-    values = coerced.coerced
-    properties = coerced_to_plain(values.get("properties"))
-    try:
-        started, request = await start_v1_turn(
-            context=context, data=coerced_to_plain(values["data"]), properties=properties
+    plain = plain_client_variables(prepared.variables or {})
+    if plain is None:
+        # Not the usual shape: graphql-core coerces it (and words the errors).
+        coerced = get_variable_values(
+            schema._schema, _operation(prepared).variable_definitions, prepared.variables or {}
         )
+        if isinstance(coerced, list):
+            return {"errors": format_errors(coerced)}
+        values = coerced.coerced
+        plain = coerced_to_plain(values["data"]), coerced_to_plain(values.get("properties"))
+    data, properties = plain
+    try:
+        started, request = await start_v1_turn(context=context, data=data, properties=properties)
     except CopilotKitError as error:
         located = GraphQLError(error.message, path=[ROOT], original_error=error)
         return {"errors": [format_error(located)], "data": None}

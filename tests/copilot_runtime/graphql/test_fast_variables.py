@@ -1,0 +1,95 @@
+"""The client mutation's variables made plain without graphql-core agree with graphql-core."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from graphql import OperationDefinitionNode, parse
+from graphql.execution.values import get_variable_values
+from hypothesis import HealthCheck, event, given, settings
+
+from benchmarks.client_request import request_variables
+from copilot_runtime.graphql.fastpath.documents import client_mutation_printed
+from copilot_runtime.graphql.fastpath.variables import plain_client_variables
+from copilot_runtime.graphql.input_conversion import coerced_to_plain
+from copilot_runtime.graphql.schema import schema
+from tests.fuzz import strategies
+
+_OPERATION = next(
+    definition
+    for definition in parse(client_mutation_printed()).definitions
+    if isinstance(definition, OperationDefinitionNode)
+)
+
+
+def _by_graphql_core(variables: dict[str, Any]) -> Any:
+    coerced = get_variable_values(schema._schema, _OPERATION.variable_definitions, variables)
+    if isinstance(coerced, list):
+        return None
+    values = coerced.coerced
+    return coerced_to_plain(values["data"]), coerced_to_plain(values.get("properties"))
+
+
+def _as_sent(value: Any) -> Any:
+    """What the server reads: the value through JSON (big integers and all)."""
+    return json.loads(strategies.body_bytes(value))
+
+
+def test_the_clients_own_variables_take_the_fast_way_and_agree() -> None:
+    variables = request_variables(thread_id="t", tokens=3)
+    variables["data"]["cloud"] = {"guardrails": {"inputValidationRules": {}}}
+
+    fast = plain_client_variables(variables)
+
+    assert fast is not None
+    assert fast == _by_graphql_core(variables)
+    # The input's default, as graphql-core fills it in.
+    assert fast[0]["cloud"]["guardrails"]["inputValidationRules"] == {
+        "allowList": [],
+        "denyList": [],
+    }
+
+
+@settings(
+    max_examples=300,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(data=strategies.v1_data, properties=strategies.v1_properties)
+def test_whatever_the_fast_way_accepts_graphql_core_makes_the_same(
+    data: Any, properties: Any
+) -> None:
+    variables = _as_sent({"data": data, "properties": properties})
+
+    fast = plain_client_variables(variables)
+
+    event("fast" if fast is not None else "left to graphql-core")
+    if fast is not None:
+        assert fast == _by_graphql_core(variables)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(data=strategies.v1_data)
+def test_what_graphql_core_refuses_the_fast_way_leaves_to_it(data: Any) -> None:
+    variables = _as_sent({"data": data})
+
+    if _by_graphql_core(variables) is None:
+        assert plain_client_variables(variables) is None
+
+
+def test_explicit_nulls_and_absent_fields_come_out_as_graphql_core_makes_them() -> None:
+    variables = request_variables(thread_id="t", tokens=3)
+    data = variables["data"]
+    data["frontend"]["url"] = None
+    data["messages"][0]["textMessage"]["parentMessageId"] = None
+    del data["forwardedParameters"]
+    variables["properties"] = None
+
+    fast = plain_client_variables(variables)
+
+    assert fast is not None
+    assert fast == _by_graphql_core(variables)
+    assert fast[0]["frontend"]["url"] is None and "forwardedParameters" not in fast[0]
