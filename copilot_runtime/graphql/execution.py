@@ -90,9 +90,7 @@ def _parse_and_validate(query: str) -> _ParsedDocument:
         document = parse(query, max_tokens=MAX_QUERY_TOKENS, allow_empty_selection_sets=False)
     except GraphQLError as error:
         return _ParsedDocument(document=None, errors=(error,), incremental_operations={})
-    errors = validate(
-        _GRAPHQL_SCHEMA, document, RUNTIME_RULES, allow_empty_selection_sets=False
-    )
+    errors = validate(_GRAPHQL_SCHEMA, document, RUNTIME_RULES, allow_empty_selection_sets=False)
     if errors:
         return _ParsedDocument(document=None, errors=tuple(errors), incremental_operations={})
     fragments = {
