@@ -50,7 +50,6 @@ if PRODUCTION and (DEBUG or SECRET_KEY == DEFAULT_SECRET_KEY):
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 
 INSTALLED_APPS = [
-    "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
