@@ -285,6 +285,15 @@ async def _stream(response: HttpResponse, send: Send, receive: Receive | None) -
             await sender
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
-        close = getattr(response, "close", None)
-        if close is not None:
-            close()
+        _release(response)
+
+
+def _release(response: HttpResponse) -> None:
+    """What ``HttpResponse.close`` does, minus its ``request_finished`` signal: that signal is
+    Django's handler's business (it closes the calling thread's database connections, and
+    this thread holds none), and sending it cost a few percent of every request."""
+    for closer in response._resource_closers:  # type: ignore[attr-defined]
+        with contextlib.suppress(Exception):
+            closer()
+    response._resource_closers.clear()  # type: ignore[attr-defined]
+    response.closed = True
