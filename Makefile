@@ -16,5 +16,6 @@ worker:
 test:
 	bash scripts/test.sh $(ARGS)
 
+# The project beside the pinned TypeScript runtimes (benchmarks/README.md); ARGS="--quick".
 bench:
-	.venv/bin/python -m benchmarks.run_benchmark $(ARGS)
+	.venv/bin/python -m benchmarks.side_by_side $(ARGS)

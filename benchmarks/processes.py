@@ -1,4 +1,4 @@
-"""The benchmark's subprocesses: the fake upstream, ``migrate`` and the daphne server.
+"""The benchmark's subprocesses: the fake upstream, ``migrate`` and the project's server.
 
 Each runs in its own session with its output in files (no pipe can fill up) and is stopped by
 its own process group id: SIGTERM, then SIGKILL after a grace period.
@@ -22,6 +22,9 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 DAPHNE = VENV_BIN / "daphne"
+UVICORN = VENV_BIN / "uvicorn"
+UVICORN_SERVER = "uvicorn"
+DAPHNE_SERVER = "daphne"
 ASGI_APPLICATION = "copilot_runtime.asgi:application"
 FAKE_PORT_PREFIX = "FAKE_UPSTREAM_PORT="
 
@@ -143,21 +146,57 @@ def _answers_ok(url: str) -> bool:
         return False
 
 
-def start_daphne(*, port: int, env: Mapping[str, str], log_dir: Path) -> Managed:
-    """daphne serving the ASGI application, as ``scripts/run.sh`` does; waits for /healthz."""
-    managed = start_process(
-        "daphne",
-        [str(DAPHNE), "-b", "127.0.0.1", "-p", str(port), ASGI_APPLICATION],
-        env=env,
-        log_dir=log_dir,
-    )
-    health_url = f"http://127.0.0.1:{port}/healthz"
-    deadline = time.monotonic() + 60
+def default_server() -> str:
+    """uvicorn (what ``scripts/run.sh`` serves with) when installed, else daphne."""
+    return UVICORN_SERVER if UVICORN.exists() else DAPHNE_SERVER
+
+
+def server_command(*, port: int, server: str | None = None) -> list[str]:
+    """The one place the project's server command is built (``--server`` overrides)."""
+    if (server or default_server()) == DAPHNE_SERVER:
+        return [str(DAPHNE), "-b", "127.0.0.1", "-p", str(port), ASGI_APPLICATION]
+    return [
+        str(UVICORN),
+        ASGI_APPLICATION,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--loop",
+        "uvloop",
+        "--http",
+        "httptools",
+        "--no-access-log",
+        "--log-level",
+        "warning",
+    ]
+
+
+def wait_healthy(managed: Managed, health_url: str, *, timeout: float = 60) -> Managed:
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if managed.process.poll() is not None:
-            raise ProcessFailed(f"daphne exited at start\n{managed.output_tail()}")
+            raise ProcessFailed(f"{managed.name} exited at start\n{managed.output_tail()}")
         if _answers_ok(health_url):
             return managed
         time.sleep(0.1)
     managed.stop()
-    raise ProcessFailed(f"daphne did not answer {health_url}\n{managed.output_tail()}")
+    raise ProcessFailed(f"{managed.name} did not answer {health_url}\n{managed.output_tail()}")
+
+
+def start_server(
+    *, port: int, env: Mapping[str, str], log_dir: Path, server: str | None = None, name: str = ""
+) -> Managed:
+    """The project served as ``scripts/run.sh`` serves it; waits for /healthz."""
+    managed = start_process(
+        name or (server or default_server()),
+        server_command(port=port, server=server),
+        env=env,
+        log_dir=log_dir,
+    )
+    return wait_healthy(managed, f"http://127.0.0.1:{port}/healthz")
+
+
+def start_daphne(*, port: int, env: Mapping[str, str], log_dir: Path) -> Managed:
+    """daphne serving the ASGI application; waits for /healthz."""
+    return start_server(port=port, env=env, log_dir=log_dir, server=DAPHNE_SERVER, name="daphne")

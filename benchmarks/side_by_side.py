@@ -1,0 +1,501 @@
+"""``make bench``: the project beside the TypeScript runtimes, measured in one run.
+
+Starts a throwaway PostgreSQL (or uses ``DATABASE_URL``), the fake upstream, the project as
+``scripts/run.sh`` serves it (uvicorn, inline executor) and the two pinned TypeScript runtimes
+(``benchmarks/peers``), then measures each row for TS and for the project alternately (TS,
+ours, TS, ours... ``--rounds`` times; the median of the rounds is kept), with the same load
+from the same load generator against the same fake upstream. Prints one table (TS, project,
+ratio) and writes ``benchmarks/results/side_by_side.json``.
+
+Rows (``--rows``, all by default):
+
+- ``conv``: C users (``--users`` 50) each continuing its own thread (whole history re-sent),
+  50-token replies, 40 turns per thread; v1 and v2: req/s, TTFT p50/p95, server CPU ms/req,
+  peak RSS.
+- ``single``: one user, 200-token replies: req/s, TTFT p50.
+- ``flat``: one user, one thread, ``--flat-turns`` (120) turns: server CPU and TTFT over turns
+  2-11 and the last ten.
+- ``paced``: ``--paced-users`` (300) users at once, 100 tokens 20 ms apart (v2): failures,
+  TTFT p95, server CPU ms/req; ``--big-users`` (1,000) the same for the project (and TS).
+- ``celery``: the project with a Celery worker (Redis): TTFT p50 at C=1 against inline, req/s
+  at C=users (v1) against TS v1, web + worker CPU ms/req.
+
+Server CPU is ``/proc/<pid>/stat`` utime+stime over the measured window (the worker's whole
+process tree for the celery row); RSS is ``VmHWM``. Absolute numbers move 20 % and more from
+run to run on a shared 2-core machine: read the ratios, measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks import peers
+from benchmarks.celery_processes import (
+    find_redis_server,
+    start_celery_worker,
+    start_redis,
+    stop_worker,
+    tree_memory,
+)
+from benchmarks.conversation import (
+    V1,
+    V2,
+    Conversation,
+    LoadResult,
+    conversation_load,
+    new_session,
+    send_turn,
+)
+from benchmarks.postgres import ThrowawayPostgres, find_pg_bin, free_port
+from benchmarks.processes import (
+    REPO_ROOT,
+    Managed,
+    new_log_dir,
+    run_migrate,
+    start_fake_upstream,
+    start_process,
+    start_server,
+    wait_healthy,
+)
+from benchmarks.procstat import cpu_times, memory_kib, tree_cpu_seconds
+from benchmarks.table import Row, format_table
+
+DEFAULT_OUTPUT = REPO_ROOT / "benchmarks" / "results" / "side_by_side.json"
+TS, OURS = "ts", "ours"
+
+
+@dataclass
+class Server:
+    """One measured server: its base URL and the process(es) whose CPU and memory count."""
+
+    name: str
+    url: str
+    managed: Managed
+    tree: bool = False  # count the process's children too (a Celery worker's pool)
+    extra: list[Managed] = field(default_factory=list)
+
+    def cpu_seconds(self) -> float:
+        total = 0.0
+        for managed in [self.managed, *self.extra]:
+            total += tree_cpu_seconds(managed.pid) if self.tree else cpu_times(managed.pid).total
+        return total
+
+    def peak_rss_mib(self) -> float:
+        peaks = [memory_kib(self.managed.pid).get("VmHWM", 0)]
+        peaks += [tree_memory(m.pid).peak_rss_kib_sum for m in self.extra]
+        return sum(peaks) / 1024
+
+
+def _percentile(values: list[float], fraction: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def _summary(result: LoadResult, cpu_seconds: float) -> dict[str, Any]:
+    ok = result.ok
+    ttfts = [turn.ttft * 1000 for turn in ok if turn.ttft is not None]
+    return {
+        "requests": len(ok),
+        "failures": len(result.failures),
+        "failure_sample": [turn.failure for turn in result.failures[:3]],
+        "req_s": len(ok) / result.seconds,
+        "ttft_p50_ms": _percentile(ttfts, 0.5),
+        "ttft_p95_ms": _percentile(ttfts, 0.95),
+        "cpu_ms_per_req": (cpu_seconds * 1000 / len(ok)) if ok else None,
+    }
+
+
+def measure_load(server: Server, **load: Any) -> dict[str, Any]:
+    """One load against ``server``; its CPU sampled over the measured window."""
+    marks: dict[bool, float] = {}
+
+    def on_window(opening: bool) -> None:
+        marks[opening] = server.cpu_seconds()
+
+    result = asyncio.run(conversation_load(base_url=server.url, on_window=on_window, **load))
+    figures = _summary(result, marks[False] - marks[True])
+    figures["peak_rss_mib"] = server.peak_rss_mib()
+    return figures
+
+
+def measure_flatness(server: Server, *, protocol: str, turns: int) -> dict[str, Any]:
+    """One user, one thread, ``turns`` turns: CPU and TTFT early and late in the thread."""
+
+    async def run() -> list[tuple[float, float]]:
+        rows = []
+        async with new_session(1) as session:
+            conversation = Conversation(protocol, tokens=50)
+            for _ in range(turns):
+                before = server.cpu_seconds()
+                turn = await send_turn(session, server.url, conversation)
+                await asyncio.sleep(0.01)  # the run's last write lands before the sample
+                if not turn.succeeded:
+                    raise RuntimeError(f"flatness turn failed on {server.name}: {turn.failure}")
+                rows.append(((server.cpu_seconds() - before) * 1000, (turn.ttft or 0) * 1000))
+        return rows
+
+    rows = asyncio.run(run())
+    early, late = rows[1:11], rows[-10:]
+    return {
+        "turns": turns,
+        "early_cpu_ms": statistics.mean(r[0] for r in early),
+        "late_cpu_ms": statistics.mean(r[0] for r in late),
+        "early_ttft_ms": statistics.median(r[1] for r in early),
+        "late_ttft_ms": statistics.median(r[1] for r in late),
+    }
+
+
+def _median_figures(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for key in rounds[0]:
+        values = [r[key] for r in rounds if isinstance(r.get(key), int | float)]
+        if key in {"failures"}:
+            merged[key] = sum(r[key] for r in rounds)
+        elif values and len(values) == len(rounds):
+            merged[key] = statistics.median(values)
+        else:
+            merged[key] = rounds[-1][key]
+    merged["rounds"] = len(rounds)
+    return merged
+
+
+def alternate(
+    sides: dict[str, Server | None], rounds: int, measure: Callable[[Server], dict[str, Any]]
+) -> dict[str, dict[str, Any] | None]:
+    """``measure`` each side in turn (TS first), ``rounds`` times; the median per side."""
+    collected: dict[str, list[dict[str, Any]]] = {name: [] for name in sides}
+    for _ in range(rounds):
+        for name, server in sides.items():
+            if server is not None:
+                collected[name].append(measure(server))
+    return {name: (_median_figures(r) if r else None) for name, r in collected.items()}
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+
+def _environment(database_url: str, fake_port: int) -> dict[str, str]:
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in {"REDIS_URL", "CELERY_BROKER_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"}
+    }
+    env.update(
+        {
+            "DATABASE_URL": database_url,
+            "OPENAI_API_KEY": "bench",
+            "OPENAI_BASE_URL": f"http://127.0.0.1:{fake_port}/v1",
+            "COPILOT_RUNTIME_OPENAI_MAX_RETRIES": "0",
+            "COPILOT_RUNTIME_EXECUTOR": "inline",
+            "DEBUG": "false",
+            "LOG_LEVEL": "WARNING",
+            "DJANGO_SETTINGS_MODULE": "copilot_runtime.settings",
+            "COPILOTKIT_TELEMETRY_DISABLED": "true",
+        }
+    )
+    return env
+
+
+def _start_peer(kind: str, *, fake_url: str, env: dict[str, str], log_dir: Path) -> Server:
+    peers.ensure_installed(kind)
+    port = free_port()
+    command = peers.peer_command(kind, port=port, upstream_base_url=fake_url)
+    # The runtimes log through pino, whose levels are lower-case ("warn", not "WARNING").
+    peer_env = {**env, "LOG_LEVEL": "warn"}
+    managed = start_process(f"ts-{kind}", command, env=peer_env, log_dir=log_dir)
+    wait_healthy(managed, f"http://127.0.0.1:{port}/healthz")
+    return Server(
+        name=f"TS {peers.PEER_VERSIONS[kind]}", url=f"http://127.0.0.1:{port}", managed=managed
+    )
+
+
+def _warm(server: Server, protocol: str) -> None:
+    """One whole turn before anything is measured (lazy imports, JIT, first connections)."""
+    result = asyncio.run(
+        conversation_load(
+            base_url=server.url,
+            protocol=protocol,
+            users=2,
+            tokens=20,
+            turns_per_thread=3,
+            seconds=1.5,
+        )
+    )
+    if not result.ok:
+        sample = [turn.failure for turn in result.failures[:2]]
+        raise RuntimeError(f"{server.name} does not answer {protocol} turns: {sample}")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    rows = set(args.rows.split(","))
+    results: dict[str, Any] = {"rows": {}, "args": vars(args), "started": time.time()}
+    log_dir = new_log_dir()
+    with contextlib.ExitStack() as stack:
+        database_url = os.environ.get("DATABASE_URL")
+        if not database_url:
+            pg_bin = find_pg_bin()
+            if pg_bin is None:
+                raise SystemExit("PostgreSQL binaries not found (set DATABASE_URL)")
+            postgres = stack.enter_context(ThrowawayPostgres(pg_bin))
+            database_url = postgres.start()
+        fake, fake_port = start_fake_upstream(env=dict(os.environ), log_dir=log_dir)
+        stack.callback(fake.stop)
+        fake_url = f"http://127.0.0.1:{fake_port}/v1"
+        env = _environment(database_url, fake_port)
+        run_migrate(env=env, log_dir=log_dir)
+        port = free_port()
+        ours_managed = start_server(port=port, env=env, log_dir=log_dir, server=args.server)
+        stack.callback(ours_managed.stop)
+        ours = Server(name="project", url=f"http://127.0.0.1:{port}", managed=ours_managed)
+        ts_servers: dict[str, Server | None] = {}
+        for protocol, kind in ((V1, peers.V1), (V2, peers.V2)):
+            try:
+                ts_servers[protocol] = _start_peer(
+                    kind, fake_url=fake_url, env=env, log_dir=log_dir
+                )
+                stack.callback(ts_servers[protocol].managed.stop)  # type: ignore[union-attr]
+            except (peers.PeersUnavailable, RuntimeError) as exc:
+                print(f"[bench] TS {kind} unavailable, measuring the project alone: {exc}")
+                ts_servers[protocol] = None
+        for protocol in (V1, V2):
+            _warm(ours, protocol)
+            if ts_servers[protocol] is not None:
+                _warm(ts_servers[protocol], protocol)  # type: ignore[arg-type]
+
+        def sides(protocol: str) -> dict[str, Server | None]:
+            return {TS: ts_servers[protocol], OURS: ours}
+
+        load = {"seconds": args.duration, "warmup": args.warmup}
+        if "conv" in rows:
+            for protocol in (V1, V2):
+                print(f"[bench] conversation load {protocol} C={args.users}", flush=True)
+                results["rows"][f"conv_{protocol}"] = alternate(
+                    sides(protocol),
+                    args.rounds,
+                    lambda s, p=protocol: measure_load(
+                        s, protocol=p, users=args.users, tokens=50, turns_per_thread=40, **load
+                    ),
+                )
+        if "single" in rows:
+            for protocol in (V1, V2):
+                print(f"[bench] one user, 200 tokens, {protocol}", flush=True)
+                results["rows"][f"single_{protocol}"] = alternate(
+                    sides(protocol),
+                    args.rounds,
+                    lambda s, p=protocol: measure_load(
+                        s, protocol=p, users=1, tokens=200, turns_per_thread=40, **load
+                    ),
+                )
+        if "flat" in rows:
+            for protocol in (V1, V2):
+                print(f"[bench] flatness {protocol}, {args.flat_turns} turns", flush=True)
+                results["rows"][f"flat_{protocol}"] = alternate(
+                    sides(protocol),
+                    1,
+                    lambda s, p=protocol: measure_flatness(s, protocol=p, turns=args.flat_turns),
+                )
+        if "paced" in rows:
+            for users in (args.paced_users, args.big_users):
+                if users <= 0:
+                    continue
+                print(f"[bench] {users} paced streams (v2, 100 tokens 20 ms apart)", flush=True)
+                results["rows"][f"paced_{users}"] = alternate(
+                    sides(V2),
+                    1,
+                    lambda s, u=users: measure_load(
+                        s,
+                        protocol=V2,
+                        users=u,
+                        tokens=100,
+                        delay_ms=20,
+                        turns_per_thread=2,
+                        seconds=args.paced_seconds,
+                        warmup=0.0,
+                    ),
+                )
+        if "celery" in rows:
+            results["rows"]["celery"] = _celery_row(
+                args, env=env, log_dir=log_dir, stack=stack, inline=ours, ts_v1=ts_servers[V1]
+            )
+    results["finished"] = time.time()
+    results["log_dir"] = str(log_dir)
+    return results
+
+
+def _celery_row(
+    args: argparse.Namespace,
+    *,
+    env: dict[str, str],
+    log_dir: Path,
+    stack: contextlib.ExitStack,
+    inline: Server,
+    ts_v1: Server | None,
+) -> dict[str, Any]:
+    if find_redis_server() is None:
+        return {"skipped": "redis-server not found"}
+    redis_port = free_port()
+    redis = start_redis(port=redis_port, log_dir=log_dir)
+    stack.callback(redis.stop)
+    celery_env = {
+        **env,
+        "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
+        "COPILOT_RUNTIME_EXECUTOR": "celery",
+    }
+    worker = start_celery_worker(env=celery_env, log_dir=log_dir, concurrency=2)
+    stack.callback(stop_worker, worker)
+    port = free_port()
+    web = start_server(
+        port=port, env=celery_env, log_dir=log_dir, server=args.server, name="celery-web"
+    )
+    stack.callback(web.stop)
+    shape = Server(
+        name="project (celery)",
+        url=f"http://127.0.0.1:{port}",
+        managed=web,
+        tree=True,
+        extra=[worker],
+    )
+    _warm(shape, V1)
+    print("[bench] celery shape: TTFT at C=1, req/s at C=users", flush=True)
+    single = {"seconds": args.duration, "warmup": args.warmup, "tokens": 50, "turns_per_thread": 40}
+    hop = alternate(
+        {"inline": inline, "celery": shape},
+        args.rounds,
+        lambda s: measure_load(s, protocol=V1, users=1, **single),
+    )
+    loaded = alternate(
+        {TS: ts_v1, "celery": shape},
+        args.rounds,
+        lambda s: measure_load(s, protocol=V1, users=args.users, **single),
+    )
+    return {"hop": hop, "loaded": loaded}
+
+
+# --- the table -------------------------------------------------------------------------------
+
+
+def table_rows(results: dict[str, Any]) -> list[Row]:
+    rows: list[Row] = []
+    found = results["rows"]
+
+    def pair(key: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        entry = found.get(key) or {}
+        return entry.get(TS), entry.get(OURS)
+
+    def add(
+        label: str, metric: str, ts: dict | None, ours: dict | None, key: str, better: str
+    ) -> None:
+        rows.append(
+            Row(
+                label=label,
+                metric=metric,
+                ts=None if ts is None else ts.get(key),
+                ours=None if ours is None else ours.get(key),
+                higher_is_better=better == "higher",
+            )
+        )
+
+    for protocol, name in ((V1, "v1"), (V2, "v2")):
+        ts, ours = pair(f"conv_{protocol}")
+        if ours is not None:
+            label = f"{name} conversation C={results['args']['users']}"
+            add(label, "req/s", ts, ours, "req_s", "higher")
+            add(label, "TTFT p50 ms", ts, ours, "ttft_p50_ms", "lower")
+            add(label, "TTFT p95 ms", ts, ours, "ttft_p95_ms", "lower")
+            add(label, "server CPU ms/req", ts, ours, "cpu_ms_per_req", "lower")
+            add(label, "peak RSS MiB", ts, ours, "peak_rss_mib", "lower")
+            add(label, "failed requests", ts, ours, "failures", "lower")
+    for protocol, name in ((V1, "v1"), (V2, "v2")):
+        ts, ours = pair(f"single_{protocol}")
+        if ours is not None:
+            add(f"{name} C=1, 200 tokens", "req/s", ts, ours, "req_s", "higher")
+            add(f"{name} C=1, 200 tokens", "TTFT p50 ms", ts, ours, "ttft_p50_ms", "lower")
+    for protocol, name in ((V1, "v1"), (V2, "v2")):
+        ts, ours = pair(f"flat_{protocol}")
+        if ours is not None:
+            label = f"{name} one thread"
+            turns = ours["turns"]
+            add(label, "CPU ms, turns 2-11", ts, ours, "early_cpu_ms", "lower")
+            add(label, f"CPU ms, turns {turns - 9}-{turns}", ts, ours, "late_cpu_ms", "lower")
+            add(label, "TTFT ms, turns 2-11", ts, ours, "early_ttft_ms", "lower")
+            add(label, f"TTFT ms, turns {turns - 9}-{turns}", ts, ours, "late_ttft_ms", "lower")
+    for key in sorted(k for k in found if k.startswith("paced_")):
+        ts, ours = pair(key)
+        label = f"v2 {key.removeprefix('paced_')} paced streams"
+        add(label, "failed requests", ts, ours, "failures", "lower")
+        add(label, "TTFT p95 ms", ts, ours, "ttft_p95_ms", "lower")
+        add(label, "server CPU ms/req", ts, ours, "cpu_ms_per_req", "lower")
+        add(label, "peak RSS MiB", ts, ours, "peak_rss_mib", "lower")
+    celery = found.get("celery") or {}
+    if "hop" in celery:
+        inline, shape = celery["hop"].get("inline"), celery["hop"].get("celery")
+        rows.append(
+            Row(
+                label="celery worker hop, C=1 (inline | celery)",
+                metric="TTFT p50 ms",
+                ts=None if inline is None else inline.get("ttft_p50_ms"),
+                ours=None if shape is None else shape.get("ttft_p50_ms"),
+                higher_is_better=False,
+                columns=("inline", "celery"),
+            )
+        )
+        ts, shape = celery["loaded"].get(TS), celery["loaded"].get("celery")
+        label = f"v1 celery shape C={results['args']['users']}"
+        add(label, "req/s", ts, shape, "req_s", "higher")
+        add(label, "web+worker CPU ms/req", ts, shape, "cpu_ms_per_req", "lower")
+    return rows
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", default="conv,single,flat,paced,celery")
+    parser.add_argument("--users", type=int, default=50)
+    parser.add_argument("--duration", type=float, default=15.0, help="measured seconds per load")
+    parser.add_argument("--warmup", type=float, default=3.0)
+    parser.add_argument("--rounds", type=int, default=2, help="alternations per row (median)")
+    parser.add_argument("--flat-turns", type=int, default=120)
+    parser.add_argument("--paced-users", type=int, default=300)
+    parser.add_argument("--big-users", type=int, default=1000)
+    parser.add_argument("--paced-seconds", type=float, default=5.0)
+    parser.add_argument("--server", choices=["uvicorn", "daphne"], default=None)
+    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
+    parser.add_argument("--quick", action="store_true", help="short windows, one round (~3 min)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.duration, args.warmup, args.rounds = 5.0, 1.0, 1
+        args.flat_turns, args.paced_users, args.big_users = 40, 100, 0
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    results = run(args)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    print(format_table(table_rows(results)))
+    print(f"[bench] written to {args.output}")
+    failures = [
+        figures.get("failures", 0)
+        for row in results["rows"].values()
+        if isinstance(row, dict)
+        for figures in row.values()
+        if isinstance(figures, dict) and "failures" in figures
+    ]
+    return 1 if any(failures) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
