@@ -1,16 +1,18 @@
 """The OpenAI-compatible adapter (OpenAI, Azure, vLLM, Ollama... through ``OPENAI_BASE_URL``).
 
-The ``openai`` package resolves the client's configuration; the request is sent and its stream
-read by the raw transport (``sse_transport.py``) and parsed with orjson, because the package's
-HTTP pipeline and typed chunk objects cost more than everything else on the hot path together.
+The request is sent and its stream read by the raw transport (``sse_transport.py``) and parsed
+with orjson: the ``openai`` package's HTTP pipeline and typed chunk objects cost more than
+everything else on the hot path together, and importing it (with pydantic) cost a web process
+about 30 MB, so the few things it resolved are resolved here, from the same environment
+variables it reads.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from typing import Any
 
-import openai
 import orjson
 
 from copilot_runtime.adapters.base import (
@@ -94,6 +96,24 @@ def parse_chunk(line: bytes) -> list[ModelChunk]:
     return chunks
 
 
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+def openai_endpoint(*, api_key: str, base_url: str | None) -> tuple[str, dict[str, str]]:
+    """The chat completions URL and headers, as the ``openai`` package would build them: the
+    base URL given, else ``OPENAI_BASE_URL``, else OpenAI's; the organisation and project
+    headers from ``OPENAI_ORG_ID`` and ``OPENAI_PROJECT_ID``."""
+    root = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+    headers = {"Authorization": f"Bearer {api_key}", "Accept": "application/json"}
+    organization = os.environ.get("OPENAI_ORG_ID")
+    if organization:
+        headers["OpenAI-Organization"] = organization
+    project = os.environ.get("OPENAI_PROJECT_ID")
+    if project:
+        headers["OpenAI-Project"] = project
+    return root.rstrip("/") + "/chat/completions", headers
+
+
 class OpenAIAdapter:
     name = "openai"
 
@@ -107,18 +127,9 @@ class OpenAIAdapter:
         max_retries: int,
     ) -> None:
         self.default_model = model
-        # The package resolves the configuration (base URL, organisation and project headers,
-        # the environment's defaults); the stream goes through the raw transport.
-        client = openai.AsyncOpenAI(
-            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries
-        )
-        self._url = str(client.base_url).rstrip("/") + "/chat/completions"
-        headers = {**client.default_headers, **client.auth_headers}
-        self._transport = SseTransport(
-            headers={k: v for k, v in headers.items() if isinstance(v, str)},
-            timeout=timeout,
-            max_retries=max_retries,
-        )
+        url, headers = openai_endpoint(api_key=api_key, base_url=base_url)
+        self._url = url
+        self._transport = SseTransport(headers=headers, timeout=timeout, max_retries=max_retries)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
         body = _request_body(request, self.default_model)

@@ -1,0 +1,180 @@
+"""The side-by-side benchmark's pieces: the conversation history each simulated user keeps, the
+ratio table, the peers' install decision, and the TypeScript peers answering for real."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks import peers
+from benchmarks.conversation import (
+    V1,
+    V2,
+    Conversation,
+    Turn,
+    new_session,
+    observe_v1_payload,
+    observe_v2_event,
+    send_turn,
+)
+from benchmarks.postgres import free_port
+from benchmarks.processes import new_log_dir, start_process, wait_healthy
+from benchmarks.table import Row, format_table, ratio
+
+# --- the history a user keeps -------------------------------------------------------------------
+
+V1_PAYLOADS = [
+    {"data": {"generateCopilotResponse": {"threadId": "t", "messages": []}}, "hasNext": True},
+    {
+        "incremental": [
+            {
+                "items": [
+                    {
+                        "__typename": "TextMessageOutput",
+                        "id": "ck-a1",
+                        "createdAt": "2026-01-01T00:00:00.000Z",
+                        "content": [],
+                        "role": "assistant",
+                    }
+                ],
+                "path": ["generateCopilotResponse", "messages", 0],
+            },
+            {"items": ["t0"], "path": ["generateCopilotResponse", "messages", 0, "content", 0]},
+        ],
+        "hasNext": True,
+    },
+    {
+        "incremental": [
+            {"items": [" t1"], "path": ["generateCopilotResponse", "messages", 0, "content", 1]},
+            {
+                "data": {"status": {"code": "Success"}},
+                "path": ["generateCopilotResponse"],
+            },
+        ],
+        "hasNext": False,
+    },
+]
+
+
+def test_a_v1_user_resends_its_history_with_the_assistants_streamed_reply() -> None:
+    conversation = Conversation(V1, tokens=2)
+    first = json.loads(conversation.next_body())
+    turn = Turn(started_at=0.0)
+    for index, payload in enumerate(V1_PAYLOADS):
+        observe_v1_payload(turn, payload, now=float(index))
+    conversation.remember(turn)
+
+    second = json.loads(conversation.next_body())
+
+    assert turn.succeeded and turn.ttft == 1.0
+    messages = second["variables"]["data"]["messages"]
+    assert [m.get("textMessage", {}).get("role") for m in messages] == ["user", "assistant", "user"]
+    assert messages[1] == {
+        "id": "ck-a1",
+        "createdAt": "2026-01-01T00:00:00.000Z",
+        "textMessage": {"content": "t0 t1", "role": "assistant"},
+    }
+    assert second["variables"]["data"]["threadId"] == first["variables"]["data"]["threadId"]
+
+
+def test_a_v2_user_resends_its_history_with_a_fresh_run_id_each_turn() -> None:
+    conversation = Conversation(V2, tokens=2)
+    first = json.loads(conversation.next_body())
+    turn = Turn(started_at=0.0)
+    for index, event in enumerate(
+        [
+            {"type": "RUN_STARTED"},
+            {"type": "TEXT_MESSAGE_START", "messageId": "m1"},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "t0"},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": " t1"},
+            {"type": "RUN_FINISHED"},
+        ]
+    ):
+        observe_v2_event(turn, event, now=float(index))
+    conversation.remember(turn)
+
+    second = json.loads(conversation.next_body())
+
+    assert [m["role"] for m in second["messages"]] == ["user", "assistant", "user"]
+    assert second["messages"][1] == {"id": "m1", "role": "assistant", "content": "t0 t1"}
+    assert second["threadId"] == first["threadId"] and second["runId"] != first["runId"]
+
+
+def test_a_run_error_is_a_failed_turn() -> None:
+    turn = Turn(started_at=0.0)
+    observe_v2_event(turn, {"type": "RUN_ERROR", "code": "X", "message": "boom"}, now=1.0)
+
+    assert not turn.succeeded and turn.failure == "X: boom"
+
+
+# --- the table ------------------------------------------------------------------------------------
+
+
+def test_the_ratio_says_how_many_times_better_the_project_is() -> None:
+    faster = Row("r", "req/s", ts=100.0, ours=300.0, higher_is_better=True)
+    leaner = Row("r", "CPU", ts=30.0, ours=10.0, higher_is_better=False)
+    missing = Row("r", "CPU", ts=None, ours=10.0, higher_is_better=False)
+
+    assert ratio(faster) == 3.0 and ratio(leaner) == 3.0 and ratio(missing) is None
+    table = format_table([faster, leaner, missing])
+    assert "3.00x" in table and table.splitlines()[-1].rstrip().endswith("-")
+
+
+# --- installing the peers ------------------------------------------------------------------------
+
+
+def test_the_peers_are_installed_again_only_when_the_lock_is_newer(tmp_path: Path) -> None:
+    (tmp_path / "package-lock.json").write_text("{}")
+    assert peers.needs_install(tmp_path)
+    marker = tmp_path / "node_modules" / ".package-lock.json"
+    marker.parent.mkdir()
+    marker.write_text("{}")
+    now = time.time()
+    os.utime(tmp_path / "package-lock.json", (now - 10, now - 10))
+    assert not peers.needs_install(tmp_path)
+    os.utime(tmp_path / "package-lock.json", (now + 10, now + 10))
+    assert peers.needs_install(tmp_path)
+
+
+# --- the real TypeScript runtimes -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("kind", "protocol"), [(peers.V1, V1), (peers.V2, V2)])
+def test_each_typescript_peer_answers_a_conversation_on_the_fake_upstream(
+    kind: str, protocol: str, fake_upstream: Any
+) -> None:
+    peers.ensure_installed(kind)
+    port = free_port()
+    command = peers.peer_command(kind, port=port, upstream_base_url=fake_upstream.base_url)
+    env = {**os.environ, "LOG_LEVEL": "warn", "COPILOTKIT_TELEMETRY_DISABLED": "true"}
+    managed = start_process(f"ts-{kind}", command, env=env, log_dir=new_log_dir())
+    try:
+        wait_healthy(managed, f"http://127.0.0.1:{port}/healthz", timeout=60)
+
+        async def two_turns() -> list[Turn]:
+            async with new_session(1) as session:
+                conversation = Conversation(protocol, tokens=5)
+                return [
+                    await send_turn(session, f"http://127.0.0.1:{port}", conversation)
+                    for _ in range(2)
+                ]
+
+        turns = asyncio.run(two_turns())
+    finally:
+        managed.stop()
+
+    assert [turn.failure for turn in turns] == ["", ""]
+    assert all(turn.succeeded and "".join(turn.text) == "t0 t1 t2 t3 t4" for turn in turns)
+    # The second request carried the first exchange: the upstream saw the whole history.
+    last = fake_upstream.requests()[-1]
+    assert [m["role"] for m in last["messages"] if m["role"] != "system"] == [
+        "user",
+        "assistant",
+        "user",
+    ]
