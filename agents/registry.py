@@ -25,6 +25,10 @@ KIND_LLM = "llm"
 KIND_REMOTE = "remote"
 KIND_AGUI = "agui"
 AGENT_KINDS = frozenset({KIND_CHAT, KIND_PYTHON, KIND_LLM, KIND_REMOTE, KIND_AGUI})
+# The kinds whose model request the runtime builds itself: on v2 the client's system and
+# developer messages reach their model only when the agent sets ``forward_system_messages``
+# (the TypeScript BuiltInAgent's ``forwardSystemMessages``, off by default).
+BUILT_IN_KINDS = frozenset({KIND_CHAT, KIND_LLM})
 DEFAULT_AGENT_DESCRIPTION = "The plain chat engine: the configured model with the app's actions."
 
 # A fixed namespace so agent ids are the same everywhere, derived from names alone.
@@ -39,6 +43,14 @@ class AgentSpec:
     options: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def forwards_system_messages(self) -> bool:
+        """Whether the v2 client's system/developer messages reach the model (agents the
+        runtime does not build the prompt for get the whole history, as with TypeScript)."""
+        if self.kind not in BUILT_IN_KINDS:
+            return True
+        return self.options.get("forward_system_messages") is True
+
+    @property
     def id(self) -> str:
         return str(uuid.uuid5(_AGENT_ID_NAMESPACE, self.name))
 
@@ -46,8 +58,17 @@ class AgentSpec:
 def agent_list() -> list[AgentSpec]:
     """Every registered agent, ``default`` first, then the configured ones by name."""
     configured: dict[str, dict[str, Any]] = runtime_setting("AGENTS") or {}
+    # ``AGENTS["default"]`` tunes the chat engine's entry (its description,
+    # ``forward_system_messages``, ``capabilities``); its kind stays ``chat``.
+    default_options = dict(configured.get(DEFAULT_AGENT_NAME) or {})
+    default_options.pop("kind", None)
     agents = [
-        AgentSpec(name=DEFAULT_AGENT_NAME, description=DEFAULT_AGENT_DESCRIPTION, kind=KIND_CHAT)
+        AgentSpec(
+            name=DEFAULT_AGENT_NAME,
+            description=str(default_options.pop("description", DEFAULT_AGENT_DESCRIPTION)),
+            kind=KIND_CHAT,
+            options=default_options,
+        )
     ]
     for name in sorted(configured):
         if name == DEFAULT_AGENT_NAME:

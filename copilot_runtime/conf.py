@@ -79,6 +79,10 @@ DEFAULTS: dict[str, Any] = {
     "OPENAI_MODEL": "gpt-4o-mini",
     "OPENAI_TIMEOUT_SECONDS": 60.0,
     "OPENAI_MAX_RETRIES": 2,
+    # The role instructions are sent with: ``developer`` (what OpenAI's own API prefers, and what
+    # the TypeScript runtime sends), ``system`` (what vLLM, Ollama and older Azure deployments
+    # accept), or ``auto``: ``developer`` for api.openai.com, ``system`` for any other base URL.
+    "OPENAI_SYSTEM_ROLE": "auto",
     # Event log batching: flush coalesced deltas after this many milliseconds while another
     # process relays the run (Celery), and after INLINE_EVENT_FLUSH_MS while the process
     # executing it streams it itself (the log is then only read by clients that re-attach).

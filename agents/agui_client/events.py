@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.agui_client.json_patch import JsonPatchError, apply_patch
 from agents.interrupts import LANGGRAPH_INTERRUPT, RAW_INTERRUPT_NAME, langgraph_interrupt
 from copilot_runtime.engine.actions import encode_result
 from copilot_runtime.events import (
@@ -41,6 +40,7 @@ from copilot_runtime.events import (
     TextEnd,
     TextStart,
 )
+from copilot_runtime.events.state_patch import JsonPatchError, apply_patch
 
 AGENT_ERROR_CODE = "AGENT_ERROR"
 STATE_PATCH_CODE = "AGENT_STATE_PATCH_FAILED"

@@ -25,6 +25,7 @@ def adapter_from_settings() -> ModelAdapter:
         conf["OPENAI_MODEL"],
         float(conf["OPENAI_TIMEOUT_SECONDS"]),
         int(conf["OPENAI_MAX_RETRIES"]),
+        str(conf["OPENAI_SYSTEM_ROLE"]),
     )
     per_loop = _ADAPTERS.setdefault(asyncio.get_running_loop(), {})
     adapter = per_loop.get(key)
@@ -40,6 +41,7 @@ def _build_adapter(
     model: object,
     timeout: float,
     max_retries: int,
+    system_role: str,
 ) -> ModelAdapter:
     if kind == "openai" or (kind == "auto" and api_key):
         from copilot_runtime.adapters.openai_adapter import OpenAIAdapter
@@ -50,6 +52,7 @@ def _build_adapter(
             model=str(model),
             timeout=timeout,
             max_retries=max_retries,
+            system_role=system_role,
         )
     from copilot_runtime.adapters.demo import DemoAdapter
 

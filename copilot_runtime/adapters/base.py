@@ -78,6 +78,9 @@ class UpstreamError(Exception):
 
 class ModelAdapter(Protocol):
     name: str
+    # Who serves the calls, as the AI SDK names providers ("openai.chat"): the v2 client reads
+    # it from each usage entry of RUN_FINISHED.
+    provider: str
     default_model: str
 
     def stream(self, request: ModelRequest) -> AsyncGenerator[ModelChunk, None]:

@@ -47,6 +47,7 @@ def demo_reply(request: ModelRequest) -> str:
 
 class DemoAdapter:
     name = "demo"
+    provider = "demo"
     default_model = DEMO_MODEL_NAME
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:

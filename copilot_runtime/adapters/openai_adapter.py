@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -30,10 +31,35 @@ _DATA_PREFIX = b"data: "
 _DONE = b"[DONE]"
 
 
-def _request_body(request: ModelRequest, default_model: str) -> dict[str, Any]:
+INSTRUCTION_ROLES = ("developer", "system")
+
+
+def instruction_role(*, setting: str, url: str) -> str:
+    """The role system and developer messages are sent with (``OPENAI_SYSTEM_ROLE``)."""
+    if setting in INSTRUCTION_ROLES:
+        return setting
+    return "developer" if urlsplit(url).hostname == OPENAI_HOST else "system"
+
+
+def with_instruction_role(messages: list[dict[str, Any]], role: str) -> list[dict[str, Any]]:
+    """``messages`` with every instruction in ``role`` (the list is copied only if one is not)."""
+    if all(
+        message.get("role") not in INSTRUCTION_ROLES or message["role"] == role
+        for message in messages
+    ):
+        return messages
+    return [
+        {**message, "role": role} if message.get("role") in INSTRUCTION_ROLES else message
+        for message in messages
+    ]
+
+
+def _request_body(
+    request: ModelRequest, default_model: str, instruction_role: str
+) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": request.model or default_model,
-        "messages": request.messages,
+        "messages": with_instruction_role(request.messages, instruction_role),
         "stream": True,
         "stream_options": {"include_usage": True},
     }
@@ -96,7 +122,8 @@ def parse_chunk(line: bytes) -> list[ModelChunk]:
     return chunks
 
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
+OPENAI_HOST = "api.openai.com"
+DEFAULT_BASE_URL = f"https://{OPENAI_HOST}/v1"
 
 
 def openai_endpoint(*, api_key: str, base_url: str | None) -> tuple[str, dict[str, str]]:
@@ -116,6 +143,7 @@ def openai_endpoint(*, api_key: str, base_url: str | None) -> tuple[str, dict[st
 
 class OpenAIAdapter:
     name = "openai"
+    provider = "openai.chat"
 
     def __init__(
         self,
@@ -125,14 +153,16 @@ class OpenAIAdapter:
         model: str,
         timeout: float,
         max_retries: int,
+        system_role: str = "auto",
     ) -> None:
         self.default_model = model
         url, headers = openai_endpoint(api_key=api_key, base_url=base_url)
         self._url = url
+        self.instruction_role = instruction_role(setting=system_role, url=url)
         self._transport = SseTransport(headers=headers, timeout=timeout, max_retries=max_retries)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
-        body = _request_body(request, self.default_model)
+        body = _request_body(request, self.default_model, self.instruction_role)
         try:
             async for data in self._transport.events(self._url, body):
                 if data == _DONE:

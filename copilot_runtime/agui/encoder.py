@@ -44,8 +44,20 @@ def _prefix(event_type: str, id_key: str, value: str) -> bytes:
 class SseEncoder:
     """Encodes one run's canonical events; ``finished`` once its terminal event is out."""
 
-    def __init__(self, *, thread_id: str, run_id: str) -> None:
-        self.translator = Translator(thread_id=thread_id, run_id=run_id)
+    def __init__(
+        self,
+        *,
+        thread_id: str,
+        run_id: str,
+        state_deltas: bool = False,
+        client_state: dict[str, Any] | None = None,
+    ) -> None:
+        self.translator = Translator(
+            thread_id=thread_id,
+            run_id=run_id,
+            state_deltas=state_deltas,
+            client_state=client_state,
+        )
         self._text_prefixes: dict[str, bytes] = {}
         self._args_prefixes: dict[str, bytes] = {}
 

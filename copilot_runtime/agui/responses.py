@@ -34,9 +34,13 @@ def invalid_body(details: str) -> HttpResponse:
     return json_response({"error": "Invalid request body", "details": details}, status=400)
 
 
-def invalid_request(message: str, *, status: int = 400) -> HttpResponse:
-    """The single-route envelope's refusals (``single-route-helpers.ts``)."""
-    return json_response({"error": "invalid_request", "message": message}, status=status)
+def invalid_request(message: str, *, status: int = 400, details: str = "") -> HttpResponse:
+    """The single-route envelope's refusals (``single-route-helpers.ts``); ``details`` adds
+    the runtime's own, more specific explanation."""
+    payload = {"error": "invalid_request", "message": message}
+    if details:
+        payload["details"] = details
+    return json_response(payload, status=status)
 
 
 def thread_not_found(thread_id: str) -> HttpResponse:

@@ -11,6 +11,7 @@ the suggestion engine's ``toolChoice``).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -271,6 +272,45 @@ def input_messages_from_agui(messages: list[dict[str, Any]]) -> list[InputMessag
                 )
             )
     return inputs
+
+
+def _stored_ids(message: dict[str, Any]) -> list[str]:
+    """The ids of the rows a message of the history is stored as (none for roles the thread
+    does not keep)."""
+    role = message["role"]
+    if role in ("user", "tool"):
+        return [message["id"]]
+    if role == "assistant":
+        ids = [message["id"]] if message.get("content") else []
+        ids.extend(call["id"] for call in message.get("toolCalls") or [])
+        return ids
+    return []
+
+
+def echoed_input(raw: dict[str, Any], new_message_ids: Iterable[str]) -> dict[str, Any]:
+    """The run input RUN_STARTED echoes: only the messages new to the thread, as the TypeScript
+    runtime sends it (the client already has the rest). Messages the thread does not store
+    (system, developer, activity, reasoning) cannot be told apart and are echoed."""
+    new = set(new_message_ids)
+    messages = raw.get("messages") or []
+    kept = []
+    for message in messages:
+        ids = _stored_ids(message)
+        if not ids or any(message_id in new for message_id in ids):
+            kept.append(message)
+    if len(kept) == len(messages):
+        return raw
+    return {**raw, "messages": kept}
+
+
+def without_system_messages(messages: list[InputMessage]) -> list[InputMessage]:
+    """The history without the client's system and developer messages (what reaches a built-in
+    agent's model on v2 unless it sets ``forward_system_messages``)."""
+    return [
+        message
+        for message in messages
+        if not (message.kind == "text" and message.role in ("system", "developer"))
+    ]
 
 
 # --- forwardedProps -> model parameters -------------------------------------------------------

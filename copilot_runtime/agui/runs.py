@@ -18,7 +18,7 @@ from asgiref.sync import sync_to_async
 from django.db import IntegrityError
 from django.http import HttpRequest, HttpResponse
 
-from agents.registry import agent_get
+from agents.registry import AgentSpec, agent_get
 from agents.runners import agent_turn_events
 from conversations.models import Run
 from conversations.selectors import thread_get_for_caller
@@ -31,14 +31,17 @@ from copilot_runtime.agui.replay import cursor_parse, replay_stream, thread_hist
 from copilot_runtime.agui.run_input import (
     InvalidRunInput,
     RunInput,
+    echoed_input,
     issues_text,
     run_input_parse,
     turn_request_from_run_input,
+    without_system_messages,
 )
 from copilot_runtime.auth import Caller
 from copilot_runtime.conf import disconnect_policy
 from copilot_runtime.engine.chat import ChatTurn, chat_turn_events
 from copilot_runtime.engine.executor import run_cancel
+from copilot_runtime.engine.request import TurnRequest
 from copilot_runtime.engine.service import StartedTurn, check_agent_runnable, turn_start
 from copilot_runtime.errors import AgentNotFoundError, CopilotKitError
 from copilot_runtime.events import Event, RunError, RunFinished
@@ -53,11 +56,26 @@ SUGGEST_MAX_ITERATIONS = 1
 
 
 def agent_known(agent_id: str) -> bool:
+    return agent_spec(agent_id) is not None
+
+
+def agent_spec(agent_id: str) -> AgentSpec | None:
     try:
-        agent_get(agent_id)
+        return agent_get(agent_id)
     except AgentNotFoundError:
-        return False
-    return True
+        return None
+
+
+def _turn_request(
+    run_input: RunInput, agent: AgentSpec, *, frontend_url: str | None = None
+) -> TurnRequest:
+    request = turn_request_from_run_input(
+        run_input, agent_name=agent.name, frontend_url=frontend_url
+    )
+    if not agent.forwards_system_messages:
+        # A caller's system message must not rewrite a built-in agent's instructions.
+        request.messages = without_system_messages(request.messages)
+    return request
 
 
 def _parse(body: Any) -> RunInput | HttpResponse:
@@ -80,7 +98,7 @@ async def _run_events(
     queue = started.events
     complete = False
     try:
-        yield encoder.start(run_input.raw)
+        yield encoder.start(echoed_input(run_input.raw, started.new_message_ids))
         while not encoder.finished:
             batch: list[Event | None] = [await queue.get()]
             while not queue.empty():
@@ -100,14 +118,13 @@ async def _run_events(
 async def handle_run(
     *, request: HttpRequest, caller: Caller, agent_id: str, body: Any
 ) -> HttpResponse:
-    if not agent_known(agent_id):
+    agent = agent_spec(agent_id)
+    if agent is None:
         return responses.agent_not_found(agent_id)
     parsed = _parse(body)
     if isinstance(parsed, HttpResponse):
         return parsed
-    turn_request = turn_request_from_run_input(
-        parsed, agent_name=agent_id, frontend_url=_frontend_url(request)
-    )
+    turn_request = _turn_request(parsed, agent, frontend_url=_frontend_url(request))
     turn_request.forwarded_headers = forwardable_headers(request.headers)
     try:
         started = await turn_start(
@@ -128,7 +145,12 @@ async def handle_run(
             )
         except CopilotKitError as error:
             return responses.refused(error)
-    encoder = SseEncoder(thread_id=started.thread_id, run_id=started.run_id)
+    encoder = SseEncoder(
+        thread_id=started.thread_id,
+        run_id=started.run_id,
+        state_deltas=True,
+        client_state=parsed.state if isinstance(parsed.state, dict) else None,
+    )
     return responses.sse_response(_run_events(started, parsed, encoder))
 
 
@@ -219,7 +241,8 @@ async def _suggest_events(
 
 
 async def handle_suggest(*, caller: Caller, agent_id: str, body: Any) -> HttpResponse:
-    if not agent_known(agent_id):
+    agent = agent_spec(agent_id)
+    if agent is None:
         return responses.agent_not_found(agent_id)
     parsed = _parse(body)
     if isinstance(parsed, HttpResponse):
@@ -228,7 +251,7 @@ async def handle_suggest(*, caller: Caller, agent_id: str, body: Any) -> HttpRes
         check_agent_runnable(agent_name=agent_id)
     except CopilotKitError as error:
         return responses.refused(error)
-    request = turn_request_from_run_input(parsed, agent_name=agent_id)
+    request = _turn_request(parsed, agent)
     if isinstance(parsed.state, dict):
         request.state = dict(parsed.state)
     adapter = adapter_from_settings()

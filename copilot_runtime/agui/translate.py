@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import orjson
+
 from copilot_runtime.events import (
     ActionArgs,
     ActionEnd,
@@ -20,6 +22,8 @@ from copilot_runtime.events import (
     ActionStart,
     AgentStateSnapshot,
     Event,
+    GenerationEnd,
+    GuardrailDecision,
     MetaEvent,
     RunError,
     RunFinished,
@@ -27,6 +31,7 @@ from copilot_runtime.events import (
     TextEnd,
     TextStart,
 )
+from copilot_runtime.events.state_patch import patch_between
 
 RUN_STARTED = "RUN_STARTED"
 RUN_FINISHED = "RUN_FINISHED"
@@ -39,10 +44,21 @@ TOOL_CALL_ARGS = "TOOL_CALL_ARGS"
 TOOL_CALL_END = "TOOL_CALL_END"
 TOOL_CALL_RESULT = "TOOL_CALL_RESULT"
 STATE_SNAPSHOT = "STATE_SNAPSHOT"
+STATE_DELTA = "STATE_DELTA"
 CUSTOM = "CUSTOM"
 
 # The roles TEXT_MESSAGE_START accepts (``TextMessageRoleSchema``).
 _TEXT_ROLES = frozenset({"developer", "system", "assistant", "user"})
+# The AI SDK's finish reasons (what the TypeScript runtime's RUN_FINISHED carries), by the
+# OpenAI words the adapters report.
+_FINISH_REASONS = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool-calls",
+    "function_call": "tool-calls",
+    "content_filter": "content-filter",
+    "error": "error",
+}
 INCOMPLETE_STREAM_CODE = "INCOMPLETE_STREAM"
 INCOMPLETE_STREAM_MESSAGE = "Run ended without emitting a terminal event"
 
@@ -52,20 +68,77 @@ def result_message_id(tool_call_id: str) -> str:
     return f"result-{tool_call_id}"
 
 
+def finish_reason(provider_reason: str) -> str:
+    return _FINISH_REASONS.get(provider_reason, "other")
+
+
+class RunUsage:
+    """The run's token usage per (provider, model), as RUN_FINISHED reports it."""
+
+    __slots__ = ("entries",)
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def add(
+        self,
+        *,
+        provider: str,
+        model: str,
+        input_tokens: int,
+        output_tokens: int,
+        reasoning_tokens: int,
+        cached_input_tokens: int,
+    ) -> None:
+        entry = self.entries.get((provider, model))
+        if entry is None:
+            entry = {"model": model} if not provider else {"provider": provider, "model": model}
+            entry.update(
+                inputTokens=0, outputTokens=0, totalTokens=0, reasoningTokens=0, cachedInputTokens=0
+            )
+            self.entries[(provider, model)] = entry
+        entry["inputTokens"] += input_tokens
+        entry["outputTokens"] += output_tokens
+        entry["totalTokens"] += input_tokens + output_tokens
+        entry["reasoningTokens"] += reasoning_tokens
+        entry["cachedInputTokens"] += cached_input_tokens
+
+    def as_list(self) -> list[dict[str, Any]]:
+        return [dict(entry) for entry in self.entries.values()]
+
+
 def run_started(*, thread_id: str, run_id: str, run_input: dict[str, Any]) -> dict[str, Any]:
     return {"type": RUN_STARTED, "threadId": thread_id, "runId": run_id, "input": run_input}
 
 
 class Translator:
-    """Stateful, for one run: feed it the run's events in order."""
+    """Stateful, for one run: feed it the run's events in order.
 
-    def __init__(self, *, thread_id: str, run_id: str) -> None:
+    With ``state_deltas``, an agent's new state goes out as a ``STATE_DELTA`` (RFC 6902) from
+    the state the client holds whenever that is smaller than the whole snapshot: the client
+    holds ``client_state`` (what it sent with the run; None when it sent none) and then each
+    state this stream gave it. A replay sends snapshots only.
+    """
+
+    def __init__(
+        self,
+        *,
+        thread_id: str,
+        run_id: str,
+        state_deltas: bool = False,
+        client_state: dict[str, Any] | None = None,
+    ) -> None:
         self.thread_id = thread_id
         self.run_id = run_id
+        self.state_deltas = state_deltas
+        self.client_state = client_state
         # Open text messages (id -> their start event) and tool calls (id -> start event).
         self.open_text: dict[str, dict[str, Any]] = {}
         self.open_tools: dict[str, dict[str, Any]] = {}
         self.ended = False  # RUN_FINISHED or RUN_ERROR was produced
+        # What RUN_FINISHED reports: the last model call's finish reason, the run's usage.
+        self.finish_reason: str | None = None
+        self.usage = RunUsage()
 
     def translate(self, event: Event) -> list[dict[str, Any]]:
         if self.ended:
@@ -127,9 +200,35 @@ class Translator:
                 }
             ]
         if kind is AgentStateSnapshot:
-            return [{"type": STATE_SNAPSHOT, "snapshot": event.state}]
+            return self._state(event.state)
         if kind is MetaEvent:
             return [{"type": CUSTOM, "name": event.name, "value": event.value}]
+        if kind is GenerationEnd:
+            if event.finish_reason:
+                self.finish_reason = finish_reason(event.finish_reason)
+            if not (event.input_tokens or event.output_tokens):
+                return []  # the provider reported no usage: no entry, as in TypeScript
+            self.usage.add(
+                provider=event.provider,
+                model=event.model,
+                input_tokens=event.input_tokens,
+                output_tokens=event.output_tokens,
+                reasoning_tokens=event.reasoning_tokens,
+                cached_input_tokens=event.cached_input_tokens,
+            )
+            return []
+        if kind is GuardrailDecision:
+            if event.model and (event.input_tokens or event.output_tokens):
+                # A guardrails classifier's model call is part of what the run cost.
+                self.usage.add(
+                    provider="",
+                    model=event.model,
+                    input_tokens=event.input_tokens,
+                    output_tokens=event.output_tokens,
+                    reasoning_tokens=event.reasoning_tokens,
+                    cached_input_tokens=event.cached_input_tokens,
+                )
+            return []
         if kind is RunError:
             return self.error(message=event.message, code=event.code)
         if kind is RunFinished:
@@ -138,6 +237,20 @@ class Translator:
                 return self.error(message="The run failed.", code="RUN_FAILED")
             return self.finish()
         return []
+
+    def _state(self, state: dict[str, Any]) -> list[dict[str, Any]]:
+        if not self.state_deltas:
+            return [{"type": STATE_SNAPSHOT, "snapshot": state}]
+        held, self.client_state = self.client_state, state
+        if held is None:
+            return [{"type": STATE_SNAPSHOT, "snapshot": state}]
+        delta = patch_between(held, state)
+        if not delta:
+            return []  # the client already holds this state
+        # Sizes compared as JSON: a state replaced wholesale is cheaper as a snapshot.
+        if len(orjson.dumps(delta)) < len(orjson.dumps(state)):
+            return [{"type": STATE_DELTA, "delta": delta}]
+        return [{"type": STATE_SNAPSHOT, "snapshot": state}]
 
     def translate_all(self, events: Iterable[Event]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -165,10 +278,16 @@ class Translator:
         if self.ended:
             return []
         self.ended = True
-        return [
-            *self.close_open(),
-            {"type": RUN_FINISHED, "threadId": self.thread_id, "runId": self.run_id},
-        ]
+        finished: dict[str, Any] = {
+            "type": RUN_FINISHED,
+            "threadId": self.thread_id,
+            "runId": self.run_id,
+        }
+        if self.finish_reason is not None:
+            finished["finishReason"] = self.finish_reason
+        if self.usage.entries:
+            finished["usage"] = self.usage.as_list()
+        return [*self.close_open(), finished]
 
     def error(self, *, message: str, code: str | None) -> list[dict[str, Any]]:
         if self.ended:
@@ -177,6 +296,8 @@ class Translator:
         error: dict[str, Any] = {"type": RUN_ERROR, "message": message}
         if code:
             error["code"] = code
+        error["threadId"] = self.thread_id
+        error["runId"] = self.run_id
         return [*self.close_open(), error]
 
     def incomplete(self) -> list[dict[str, Any]]:

@@ -8,9 +8,10 @@ body, then one handler in ``runs``, ``threads`` or ``info``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote, urlsplit
 
 import orjson
 from asgiref.sync import sync_to_async
@@ -20,15 +21,38 @@ from django.http import HttpRequest, HttpResponse
 from copilot_runtime.agui import responses, routes, runs, threads
 from copilot_runtime.agui.info import runtime_info
 from copilot_runtime.auth import AuthenticationFailed, Caller, resolve_caller
-from copilot_runtime.http.body import JsonBody, check_json_body
+from copilot_runtime.http.body import BodyRefusal, read_json_body
 from copilot_runtime.http.responses import REFUSED_VALUE, json_response
 
 logger = logging.getLogger(__name__)
 
 RUNTIME_PREFIX = "/api/copilotkit/"
 _BODY_ROUTES = frozenset({routes.AGENT_RUN, routes.AGENT_CONNECT, routes.AGENT_SUGGEST})
+ENVELOPE_NOT_JSON = "Single-route endpoint expects JSON payloads"
+ENVELOPE_INVALID_JSON = "Invalid JSON payload"
+RESOURCE_REQUEST = "resource/request"
 ENVELOPE_METHODS = frozenset(
-    {"agent/run", "agent/connect", "agent/stop", "agent/suggest", "info", "transcribe"}
+    {
+        "agent/run",
+        "agent/connect",
+        "agent/stop",
+        "agent/suggest",
+        "info",
+        "transcribe",
+        RESOURCE_REQUEST,
+    }
+)
+# What ``resource/request`` may reach: the thread routes (the TypeScript runtime's
+# ``isSingleRouteResourceRoute``), never an agent route or anything outside the runtime.
+_RESOURCE_ROUTES = frozenset(
+    {
+        routes.THREADS_LIST,
+        routes.THREAD_MESSAGES,
+        routes.THREAD_STATE,
+        routes.THREAD_EVENTS,
+        routes.THREAD_ARCHIVE,
+        routes.THREAD_UPDATE,
+    }
 )
 
 
@@ -74,6 +98,24 @@ async def _with_caller(
         return responses.database_unavailable()
 
 
+def _body_refused(refusal: BodyRefusal) -> HttpResponse:
+    """A REST route's unreadable body: TypeScript's ``Invalid request body`` with the reason in
+    ``details`` (413 keeps its own status: the body was never read)."""
+    if refusal.status == 413:
+        return refusal.response()
+    return responses.invalid_body(refusal.message)
+
+
+def envelope_body_refused(refusal: BodyRefusal) -> HttpResponse:
+    """The shared URL's unreadable body, in the single-route envelope's words (a GraphQL
+    client always sends JSON), with the runtime's own explanation in ``details``."""
+    if refusal.status == 413:
+        return refusal.response()
+    if refusal.status == 415:
+        return responses.invalid_request(ENVELOPE_NOT_JSON, status=415, details=refusal.message)
+    return responses.invalid_request(ENVELOPE_INVALID_JSON, details=refusal.message)
+
+
 async def serve_subpath(request: HttpRequest, subpath: str) -> HttpResponse:
     route = routes.match_route(_raw_subpath(request, subpath))
     if route is None:
@@ -84,15 +126,15 @@ async def serve_subpath(request: HttpRequest, subpath: str) -> HttpResponse:
     if route.method in _BODY_ROUTES or (
         route.method == routes.THREAD_UPDATE and request.method == "PATCH"
     ):
-        parsed = check_json_body(request)
-        if not isinstance(parsed, JsonBody):
-            return parsed
+        parsed = read_json_body(request)
+        if isinstance(parsed, BodyRefusal):
+            return _body_refused(parsed)
         body = parsed.value
     elif route.method == routes.AGENT_STOP:
         body = _lenient_json(request)
 
     async def handle(caller: Caller) -> HttpResponse:
-        return await _dispatch(request, route, caller, body, thread_endpoints=True)
+        return await _dispatch(request, route, caller, body, single_route=False)
 
     return await _with_caller(request, handle)
 
@@ -103,11 +145,12 @@ async def _dispatch(
     caller: Caller,
     body: Any,
     *,
-    thread_endpoints: bool,
+    single_route: bool,
+    resource: Resource | None = None,
 ) -> HttpResponse:
     method = route.method
     if method == routes.INFO:
-        return json_response(runtime_info(thread_endpoints=thread_endpoints))
+        return json_response(runtime_info(single_route=single_route))
     if method == routes.AGENT_RUN:
         return await runs.handle_run(
             request=request, caller=caller, agent_id=route.agent_id or "", body=body
@@ -123,22 +166,36 @@ async def _dispatch(
         )
     if method == routes.AGENT_SUGGEST:
         return await runs.handle_suggest(caller=caller, agent_id=route.agent_id or "", body=body)
-    return await _serve_thread_route(request, route, caller, body)
+    return await _serve_thread_route(resource or Resource.of(request), route, caller, body)
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A thread route's HTTP method and query: the request's own on the REST paths, the
+    envelope's ``httpMethod`` and path query on ``resource/request``."""
+
+    http_method: str
+    query: Mapping[str, str]
+
+    @classmethod
+    def of(cls, request: HttpRequest) -> Resource:
+        return cls(http_method=request.method or "GET", query=request.GET.dict())
 
 
 async def _serve_thread_route(
-    request: HttpRequest, route: routes.Route, caller: Caller, body: Any
+    resource: Resource, route: routes.Route, caller: Caller, body: Any
 ) -> HttpResponse:
     user = caller.user
+    query = resource.query
     thread_id = route.thread_id or ""
     try:
         if route.method == routes.THREADS_LIST:
             page = await sync_to_async(threads.threads_list)(
                 user=user,
-                agent_id=request.GET.get("agentId") or None,
-                include_archived=request.GET.get("includeArchived") == "true",
-                limit=request.GET.get("limit"),
-                cursor=request.GET.get("cursor"),
+                agent_id=query.get("agentId") or None,
+                include_archived=query.get("includeArchived") == "true",
+                limit=query.get("limit"),
+                cursor=query.get("cursor"),
             )
             return json_response({"threads": page.threads, "nextCursor": page.next_cursor})
         if route.method == routes.THREAD_MESSAGES:
@@ -146,7 +203,7 @@ async def _serve_thread_route(
             return json_response({"messages": messages})
         if route.method == routes.THREAD_STATE:
             state = await sync_to_async(threads.thread_state)(
-                user=user, thread_id=thread_id, agent_id=request.GET.get("agentId") or None
+                user=user, thread_id=thread_id, agent_id=query.get("agentId") or None
             )
             return json_response({"state": state})
         if route.method == routes.THREAD_EVENTS:
@@ -156,7 +213,7 @@ async def _serve_thread_route(
             if not await sync_to_async(threads.thread_archive)(user=user, thread_id=thread_id):
                 return responses.thread_not_found(thread_id)
             return json_response({"threadId": thread_id, "archived": True})
-        if request.method == "DELETE":
+        if resource.http_method == "DELETE":
             if not await sync_to_async(threads.thread_delete)(user=user, thread_id=thread_id):
                 return responses.thread_not_found(thread_id)
             return json_response({"threadId": thread_id, "deleted": True})
@@ -187,7 +244,34 @@ def _param(params: Any, key: str) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
-def _envelope_route(envelope: dict[str, Any]) -> routes.Route | HttpResponse:
+@dataclass(frozen=True)
+class _ResourceCall:
+    route: routes.Route
+    resource: Resource
+
+
+def _resource_call(params: Any) -> _ResourceCall | HttpResponse:
+    """``{path: "/threads/t-1/messages?x=1", httpMethod: "GET"}`` -> the thread route."""
+    path = _param(params, "path")
+    if path is None:
+        return responses.invalid_request("Missing or invalid parameter 'path'")
+    http_method = _param(params, "httpMethod")
+    if http_method is None:
+        return responses.invalid_request("Missing or invalid parameter 'httpMethod'")
+    if not path.startswith("/") or path.startswith("//"):
+        return responses.invalid_request("Resource path must be Runtime-relative")
+    parts = urlsplit(path)
+    route = routes.match_route(parts.path)
+    if route is None or route.method not in _RESOURCE_ROUTES:
+        return responses.not_found()
+    http_method = http_method.upper()
+    if http_method not in route.allowed_methods:
+        return responses.method_not_allowed(route.allowed_methods)
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    return _ResourceCall(route=route, resource=Resource(http_method=http_method, query=query))
+
+
+def _envelope_route(envelope: dict[str, Any]) -> routes.Route | _ResourceCall | HttpResponse:
     method = envelope.get("method")
     if not isinstance(method, str) or not method:
         return responses.invalid_request("Missing method field")
@@ -201,6 +285,8 @@ def _envelope_route(envelope: dict[str, Any]) -> routes.Route | HttpResponse:
             status=503,
         )
     params = envelope.get("params")
+    if method == RESOURCE_REQUEST:
+        return _resource_call(params)
     agent_id = _param(params, "agentId")
     if agent_id is None:
         return responses.invalid_request("Missing or invalid parameter 'agentId'")
@@ -216,14 +302,19 @@ def _envelope_route(envelope: dict[str, Any]) -> routes.Route | HttpResponse:
 
 async def serve_envelope(request: HttpRequest, envelope: dict[str, Any]) -> HttpResponse:
     """A POST to ``/api/copilotkit`` whose JSON body is ``{method, params?, body?}``."""
-    route = _envelope_route(envelope)
-    if isinstance(route, HttpResponse):
-        return route
+    target = _envelope_route(envelope)
+    if isinstance(target, HttpResponse):
+        return target
     body = envelope.get("body")
+    resource: Resource | None = None
+    if isinstance(target, _ResourceCall):
+        route, resource = target.route, target.resource
+    else:
+        route = target
     if route.method == routes.AGENT_STOP and not isinstance(body, dict):
         body = {}
 
     async def handle(caller: Caller) -> HttpResponse:
-        return await _dispatch(request, route, caller, body, thread_endpoints=False)
+        return await _dispatch(request, route, caller, body, single_route=True, resource=resource)
 
     return await _with_caller(request, handle)

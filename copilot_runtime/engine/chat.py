@@ -300,7 +300,7 @@ class ChatTurn:
                 elif type(chunk) is UsageChunk:
                     usage = chunk
         except UpstreamError as error:
-            yield GenerationEnd(model=model, finish_reason="error")
+            yield GenerationEnd(model=model, finish_reason="error", provider=self.adapter.provider)
             yield RunError(message=error.message, code=error.code, details=error.details())
             raise _TurnFailed from error
         if text_open:
@@ -314,6 +314,7 @@ class ChatTurn:
             output_tokens=usage.output_tokens,
             cached_input_tokens=usage.cached_input_tokens,
             reasoning_tokens=usage.reasoning_tokens,
+            provider=self.adapter.provider,
         )
 
 

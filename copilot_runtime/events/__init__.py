@@ -114,11 +114,12 @@ class GenerationEnd(Event):
 
     type: ClassVar[str] = "generation_end"
     model: str
-    finish_reason: str | None = None
+    finish_reason: str | None = None  # as the provider said it (OpenAI's words)
     input_tokens: int = 0
     output_tokens: int = 0
     cached_input_tokens: int = 0
     reasoning_tokens: int = 0
+    provider: str = ""  # who served it, in the AI SDK's terms ("openai.chat")
 
 
 @dataclass(slots=True)

@@ -20,8 +20,8 @@ class JsonBody:
     value: Any
 
 
-def _too_large(limit: int) -> HttpResponse:
-    return json_error(
+def too_large(limit: int) -> BodyRefusal:
+    return BodyRefusal(
         413, "payload_too_large", f"The request body is larger than the limit of {limit} bytes."
     )
 
@@ -40,37 +40,56 @@ def json_writable(value: Any) -> bool:
     return True
 
 
-def check_json_body(request: HttpRequest) -> JsonBody | HttpResponse:
-    """The parsed JSON body, or the response refusing it (413, 415 or 400)."""
+@dataclass(frozen=True)
+class BodyRefusal:
+    """Why a body was refused, for each surface to answer in its protocol's words."""
+
+    status: int  # 413, 415 or 400
+    error: str  # payload_too_large, unsupported_media_type, invalid_request, invalid_json
+    message: str
+
+    def response(self) -> HttpResponse:
+        return json_error(self.status, self.error, self.message)
+
+
+def read_json_body(request: HttpRequest) -> JsonBody | BodyRefusal:
+    """The parsed JSON body, or why it is refused."""
     limit = int(runtime_setting("MAX_BODY_BYTES"))
     declared = request.headers.get("Content-Length")
     if declared and declared.isdigit() and int(declared) > limit:
-        return _too_large(limit)
+        return too_large(limit)
     # Read the stream ourselves: request.body would apply Django's own (smaller, unrelated)
     # DATA_UPLOAD_MAX_MEMORY_SIZE instead of the runtime's limit.
     try:
         raw = request.read(limit + 1)
     except RequestDataTooBig:
-        return _too_large(limit)
+        return too_large(limit)
     if len(raw) > limit:
-        return _too_large(limit)
+        return too_large(limit)
 
     content_type = (request.content_type or "").lower()
     declared_json = content_type.endswith("json") or content_type in _JSON_CONTENT_TYPES
     if not declared_json:
         # Only JSON is spoken here; text/plain is tolerated because fetch() without headers
         # sends it, and it is still parsed as JSON.
-        return json_error(
+        return BodyRefusal(
             415,
             "unsupported_media_type",
             "The runtime accepts JSON request bodies only (Content-Type: application/json).",
         )
     if not raw.strip():
-        return json_error(400, "invalid_request", "The request body is empty; JSON was expected.")
+        return BodyRefusal(400, "invalid_request", "The request body is empty; JSON was expected.")
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        return json_error(400, "invalid_json", f"The request body is not valid JSON: {exc}")
+        return BodyRefusal(400, "invalid_json", f"The request body is not valid JSON: {exc}")
     if not json_writable(value):
-        return json_error(400, "invalid_json", TOO_DEEP)
+        return BodyRefusal(400, "invalid_json", TOO_DEEP)
     return JsonBody(value)
+
+
+def check_json_body(request: HttpRequest) -> JsonBody | HttpResponse:
+    """The parsed JSON body, or the response refusing it (413, 415 or 400) in the runtime's
+    generic JSON error shape."""
+    parsed = read_json_body(request)
+    return parsed.response() if isinstance(parsed, BodyRefusal) else parsed

@@ -1,7 +1,8 @@
 """``/api/copilotkit``: one URL for both CopilotKit protocols.
 
 A POST whose JSON body has ``query`` is GraphQL (v1); one with ``method`` is the v2
-single-route envelope; JSON with neither is a 400, a non-JSON body a 415. Sub-paths
+single-route envelope; JSON with neither is a 400, a non-JSON body a 415 (both in the
+envelope's error shape, as the TypeScript runtime answers on its single route). Sub-paths
 (``/info``, ``/agent/...``, ``/threads...``) are the v2 REST routes.
 """
 
@@ -15,7 +16,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from copilot_runtime.agui import views as agui_views
 from copilot_runtime.auth import AuthenticationFailed, resolve_caller
-from copilot_runtime.http.body import JsonBody, check_json_body
+from copilot_runtime.http.body import BodyRefusal, read_json_body
 from copilot_runtime.http.graphql_http import (
     database_unavailable,
     graphql_auth_error,
@@ -47,9 +48,9 @@ async def _dispatch(request: HttpRequest) -> HttpResponse:
         response["Allow"] = "POST"
         return response
 
-    parsed = check_json_body(request)
-    if not isinstance(parsed, JsonBody):
-        return parsed
+    parsed = read_json_body(request)
+    if isinstance(parsed, BodyRefusal):
+        return agui_views.envelope_body_refused(parsed)
     body = parsed.value
     if not isinstance(body, dict) or not ({"query", "method"} & body.keys()):
         return json_error(

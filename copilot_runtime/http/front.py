@@ -31,7 +31,7 @@ from django.http import HttpRequest, HttpResponse
 from copilot_runtime.agui import responses as agui_responses
 from copilot_runtime.agui import routes, runs
 from copilot_runtime.conf import runtime_setting
-from copilot_runtime.http.body import json_writable
+from copilot_runtime.http.body import json_writable, too_large
 from copilot_runtime.http.caller_cache import AuthenticationFailed, resolve_caller_cached
 from copilot_runtime.http.cors import allowed_origin, decorate
 from copilot_runtime.http.graphql_http import (
@@ -107,9 +107,7 @@ async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
 
 
 def _too_large(limit: int) -> HttpResponse:
-    return json_error(
-        413, "payload_too_large", f"The request body is larger than the limit of {limit} bytes."
-    )
+    return too_large(limit).response()
 
 
 def _replaying(body: bytes, receive: Receive) -> Receive:

@@ -7,10 +7,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from agents.agui_client.json_patch import JsonPatchError, apply_patch
 from agents.agui_client.sse import sse_data
 from agents.interrupts import interrupt_answer, langgraph_interrupt
 from agents.remote.actions import json_schema_from_parameters
+from copilot_runtime.events.state_patch import JsonPatchError, apply_patch
 
 
 def test_json_patch_applies_every_operation_without_touching_the_original() -> None:

@@ -64,12 +64,13 @@ def test_listing_agents_does_not_consume_the_configuration() -> None:
 @override_settings(
     COPILOT_RUNTIME={"AGENTS": {"default": {"description": "hijack", "kind": "python"}}}
 )
-def test_a_configured_default_cannot_replace_the_chat_engine() -> None:
+def test_a_configured_default_tunes_the_chat_engine_but_cannot_replace_it() -> None:
     agents = agent_list()
 
     assert [a.name for a in agents] == ["default"]
     assert agents[0].kind == "chat"
-    assert agents[0].description != "hijack"
+    assert agents[0].description == "hijack"
+    assert "kind" not in agents[0].options
 
 
 @override_settings(COPILOT_RUNTIME=CONFIGURED)

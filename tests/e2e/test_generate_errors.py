@@ -66,24 +66,27 @@ UPSTREAM_FAILURES = [
     pytest.param(
         {"status": 500, "message": "the model server fell over"},
         "UPSTREAM_SERVER_ERROR",
+        "NETWORK_ERROR",
         id="upstream-500",
     ),
     pytest.param(
         {"status": 429, "message": "slow down", "retry_after": 7},
         "UPSTREAM_RATE_LIMITED",
+        "CONFIGURATION_ERROR",
         id="upstream-429",
     ),
 ]
 
 
 @versions
-@pytest.mark.parametrize(("upstream_error", "expected_code"), UPSTREAM_FAILURES)
+@pytest.mark.parametrize(("upstream_error", "expected_code", "client_code"), UPSTREAM_FAILURES)
 def test_upstream_failure_becomes_a_failed_response_status(
     server: ServedProcess,
     fake_upstream: FakeUpstream,
     version: str,
     upstream_error: dict[str, Any],
     expected_code: str,
+    client_code: str,
 ) -> None:
     fake_upstream.script({"error": upstream_error}, {"error": upstream_error})
     thread_id = f"thread-upstream-{upstream_error['status']}-{version}"
@@ -100,6 +103,9 @@ def test_upstream_failure_becomes_a_failed_response_status(
     assert status["reason"] == "UNKNOWN_ERROR"
     details = status["details"]
     assert details["code"] == expected_code
+    assert details["statusCode"] == upstream_error["status"]
+    # The code the frontend turns into its banner: the TypeScript runtime 1.10.6's class.
+    assert details["originalError"]["code"] == client_code
     assert isinstance(details["description"], str) and details["description"]
     if "retry_after" in upstream_error:
         assert details["retryAfter"] == upstream_error["retry_after"]

@@ -71,3 +71,15 @@ class ApprovalAgent(PythonAgent):
                 {"id": "approval-call", "name": "showOrder", "arguments": {"order": 42}},
             ],
         )
+
+
+class DraftingAgent(PythonAgent):
+    """Keeps a large document in its state and changes one small part of it per step: from
+    the state it was given (or a new draft), appends a note, then moves the stage on."""
+
+    async def run(self, context: AgentContext) -> AsyncIterator[AgentOutput]:
+        state = dict(context.state) or {"document": "lorem ipsum " * 300, "notes": [], "stage": 0}
+        state = {**state, "notes": [*state["notes"], f"note {len(state['notes'])}"]}
+        yield context.update_state(state)
+        yield context.update_state({**state, "stage": state["stage"] + 1})
+        yield context.say("drafted")

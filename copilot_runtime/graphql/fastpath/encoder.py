@@ -41,13 +41,30 @@ _SUCCESS_MESSAGE_STATUS = {"code": "Success", "__typename": "SuccessMessageStatu
 _SUCCESS_RESPONSE_STATUS = {"code": "Success", "__typename": "SuccessResponseStatus"}
 
 # What the client should make of a run error (react-core maps originalError.code).
+UPSTREAM_PREFIX = "UPSTREAM_"
 _CLIENT_CODES = {
-    "UPSTREAM_UNREACHABLE": ErrorCode.NETWORK_ERROR,
-    "UPSTREAM_TIMEOUT": ErrorCode.NETWORK_ERROR,
     # An agent's remote endpoint or AG-UI server (agents/peer_http.py).
     "AGENT_ENDPOINT_UNREACHABLE": ErrorCode.NETWORK_ERROR,
     "AGENT_ENDPOINT_TIMEOUT": ErrorCode.NETWORK_ERROR,
 }
+
+
+def client_error_code(error: RunError) -> ErrorCode:
+    """The ``originalError.code`` the frontend turns into its banner. A model service failure
+    is classed by its HTTP status as the TypeScript runtime 1.10.6 classes it
+    (``convertServiceAdapterError``): 401 an authentication error, any other 4xx (429
+    included) a configuration error, 5xx or no status at all (unreachable, timed out, cut
+    off) a network error."""
+    if error.code.startswith(UPSTREAM_PREFIX):
+        status = error.details.get("statusCode")
+        if not isinstance(status, int):
+            return ErrorCode.NETWORK_ERROR
+        if status == 401:
+            return ErrorCode.AUTHENTICATION_ERROR
+        if 400 <= status < 500:
+            return ErrorCode.CONFIGURATION_ERROR
+        return ErrorCode.NETWORK_ERROR
+    return _CLIENT_CODES.get(error.code, ErrorCode.UNKNOWN)
 
 
 def iso_now() -> str:
@@ -109,7 +126,7 @@ def failed_response_status(error: RunError) -> dict[str, Any]:
             "reason": "MESSAGE_STREAM_INTERRUPTED",
             "details": {"description": error.message, "code": error.code},
         }
-    client_code = _CLIENT_CODES.get(error.code, ErrorCode.UNKNOWN)
+    client_code = client_error_code(error)
     return {
         "code": "Failed",
         "__typename": "FailedResponseStatus",

@@ -11,6 +11,8 @@ from django.db import connections
 from django.http import HttpResponse
 from django.test import AsyncClient
 
+from tests.support.ag_ui_events import assert_ag_ui_events
+
 BASE = "/api/copilotkit"
 
 
@@ -61,6 +63,7 @@ async def read_events(response: HttpResponse) -> list[dict[str, Any]]:
         assert frame.startswith(b"data: "), frame
         assert b"\n" not in frame
         events.append(orjson.loads(frame[len(b"data: ") :]))
+    assert_ag_ui_events(events)
     return events
 
 

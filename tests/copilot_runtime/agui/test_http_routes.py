@@ -22,32 +22,83 @@ INFO_KEYS = {
 }
 
 
+# What the TypeScript runtime 1.75's BuiltInAgent answers (captured from it on the fake).
+TS_BUILT_IN_CAPABILITIES = {
+    "tools": {"supported": True, "clientProvided": True},
+    "transport": {"streaming": True},
+    "humanInTheLoop": {"interrupts": True},
+}
+THREAD_ENDPOINTS_ON = {"list": True, "inspect": True, "mutations": False, "realtimeMetadata": False}
+
+
 async def test_info_lists_the_agents_in_the_typescript_shape() -> None:
-    with override_settings(COPILOT_RUNTIME={"AGENTS": {"helper": {"description": "Helps"}}}):
+    agents = {
+        "helper": {"description": "Helps"},
+        "server": {"kind": "agui", "url": "http://127.0.0.1:9/agent"},
+        "writer": {"kind": "llm", "instructions": "Write.", "frontend_actions": False},
+    }
+    with override_settings(COPILOT_RUNTIME={"AGENTS": agents}):
         response = await AsyncClient().get(BASE + "/info")
     assert response.status_code == 200
     info = body_of(response)
     assert set(info) == INFO_KEYS
     assert info["mode"] == "sse"
-    assert info["threadEndpoints"] == {
-        "list": True,
-        "inspect": True,
-        "mutations": False,
-        "realtimeMetadata": False,
+    assert info["threadEndpoints"] == THREAD_ENDPOINTS_ON
+    assert info["agents"]["default"] == {
+        "name": "default",
+        "description": info["agents"]["default"]["description"],
+        "className": "BuiltInAgent",
+        "capabilities": TS_BUILT_IN_CAPABILITIES,
     }
-    assert info["agents"]["default"]["name"] == "default"
     assert info["agents"]["helper"] == {
         "name": "helper",
         "description": "Helps",
         "className": "HttpAgent",
+        "capabilities": {
+            **TS_BUILT_IN_CAPABILITIES,
+            "state": {"snapshots": True, "deltas": True, "persistentState": True},
+        },
+    }
+    # An AG-UI server alone knows what it can do (TypeScript's HttpAgent says nothing either).
+    assert "capabilities" not in info["agents"]["server"]
+    assert info["agents"]["writer"]["className"] == "BuiltInAgent"
+    assert info["agents"]["writer"]["capabilities"]["tools"] == {
+        "supported": True,
+        "clientProvided": False,
     }
 
 
-async def test_the_envelope_answers_info_without_thread_endpoints() -> None:
+async def test_an_agents_own_capabilities_are_merged_over_the_inferred_ones() -> None:
+    agents = {
+        "default": {"capabilities": {"reasoning": {"supported": True}}},
+        "server": {
+            "kind": "agui",
+            "url": "http://x/",
+            "capabilities": {"tools": {"supported": False}},
+        },
+    }
+    with override_settings(COPILOT_RUNTIME={"AGENTS": agents}):
+        info = body_of(await AsyncClient().get(BASE + "/info"))
+    assert info["agents"]["default"]["capabilities"] == {
+        **TS_BUILT_IN_CAPABILITIES,
+        "reasoning": {"supported": True},
+    }
+    assert info["agents"]["server"]["capabilities"] == {"tools": {"supported": False}}
+
+
+async def test_the_envelope_answers_info_with_its_resource_operations() -> None:
     response = await post(AsyncClient(), "", {"method": "info"})
     assert response.status_code == 200
-    assert body_of(response)["threadEndpoints"]["list"] is False
-    assert "default" in body_of(response)["agents"]
+    info = body_of(response)
+    # As the TypeScript runtime's single route: the thread endpoints are reached through
+    # resource/request, which singleRoute announces; the top-level flags are off.
+    assert set(info) == INFO_KEYS | {"singleRoute"}
+    assert info["threadEndpoints"]["list"] is False
+    assert info["singleRoute"] == {
+        "resourceOperations": True,
+        "threadEndpoints": THREAD_ENDPOINTS_ON,
+    }
+    assert "default" in info["agents"]
 
 
 async def test_unknown_routes_are_404() -> None:
@@ -83,11 +134,44 @@ async def test_an_unknown_agent_is_404_with_its_name() -> None:
     }
 
 
-async def test_a_non_json_body_is_415() -> None:
+async def test_a_non_json_body_is_400_invalid_request_body_as_in_typescript() -> None:
     response = await AsyncClient().post(
         BASE + "/agent/default/run", b"threadId=1", content_type="application/x-www-form-urlencoded"
     )
+    assert response.status_code == 400
+    payload = body_of(response)
+    assert payload["error"] == "Invalid request body"
+    assert "JSON request bodies only" in payload["details"]
+
+
+@pytest.mark.parametrize("path", ["/agent/default/run", "/agent/default/connect"])
+async def test_invalid_json_is_400_with_the_parsers_message_in_details(path: str) -> None:
+    response = await AsyncClient().post(
+        BASE + path, b'{"threadId": ', content_type="application/json"
+    )
+    assert response.status_code == 400
+    payload = body_of(response)
+    assert set(payload) == {"error", "details"}
+    assert payload["error"] == "Invalid request body"
+    assert "not valid JSON" in payload["details"]
+
+
+async def test_the_envelope_refuses_a_non_json_body_with_415_in_its_own_shape() -> None:
+    response = await AsyncClient().post(BASE, b"hello", content_type="text/html")
     assert response.status_code == 415
+    payload = body_of(response)
+    assert payload["error"] == "invalid_request"
+    assert payload["message"] == "Single-route endpoint expects JSON payloads"
+    assert "application/json" in payload["details"]
+
+
+async def test_the_envelope_refuses_invalid_json_in_its_own_shape() -> None:
+    response = await AsyncClient().post(BASE, b'{"method": ', content_type="application/json")
+    assert response.status_code == 400
+    payload = body_of(response)
+    assert payload["error"] == "invalid_request"
+    assert payload["message"] == "Invalid JSON payload"
+    assert "not valid JSON" in payload["details"]
 
 
 async def test_an_invalid_body_is_400_with_the_details() -> None:

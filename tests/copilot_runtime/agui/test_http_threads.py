@@ -215,3 +215,76 @@ async def test_another_users_threads_look_like_no_threads(user, other_user) -> N
         {"threadId": "mine", "runId": "r", "messages": [], "tools": [], "context": []},
     )
     assert b"".join([chunk async for chunk in connect.streaming_content]) == b""
+
+
+# --- the same endpoints through the single route's resource/request ---------------------------
+
+
+def resource(path: str, http_method: str = "GET", body: Any = None) -> dict[str, Any]:
+    envelope: dict[str, Any] = {
+        "method": "resource/request",
+        "params": {"path": path, "httpMethod": http_method},
+    }
+    if body is not None:
+        envelope["body"] = body
+    return envelope
+
+
+async def test_resource_requests_reach_the_thread_endpoints_with_their_query() -> None:
+    from asgiref.sync import sync_to_async
+
+    await sync_to_async(make_thread)("t-env", title="Over the envelope", agent="helper")
+    await sync_to_async(make_thread)("t-other", agent="default")
+    client = AsyncClient()
+
+    listing = await post(client, "", resource("/threads?agentId=helper"))
+    assert listing.status_code == 200, listing.content
+    assert [thread["id"] for thread in body_of(listing)["threads"]] == ["t-env"]
+
+    messages = await post(client, "", resource("/threads/t-env/messages"))
+    assert body_of(messages)["messages"][0]["id"] == "u1"
+    state = await post(client, "", resource("/threads/t-env/state?agentId=helper"))
+    assert body_of(state) == {"state": {"counter": 1}}
+
+    renamed = await post(client, "", resource("/threads/t-env", "PATCH", {"name": "Renamed"}))
+    assert body_of(renamed)["name"] == "Renamed"
+    deleted = await post(client, "", resource("/threads/t-other", "DELETE"))
+    assert body_of(deleted) == {"threadId": "t-other", "deleted": True}
+    assert not await Thread.objects.filter(thread_id="t-other").aexists()
+
+
+@pytest.mark.parametrize(
+    ("envelope", "status", "expected"),
+    [
+        # Only the thread routes: an agent route or a path outside the runtime is not found.
+        (resource("/agent/default/run", "POST", {}), 404, {"error": "Not found"}),
+        (resource("/nowhere"), 404, {"error": "Not found"}),
+        (
+            resource("//evil.example.com/threads"),
+            400,
+            {"error": "invalid_request", "message": "Resource path must be Runtime-relative"},
+        ),
+        (
+            resource("threads"),
+            400,
+            {"error": "invalid_request", "message": "Resource path must be Runtime-relative"},
+        ),
+        (resource("/threads", "POST"), 405, {"error": "Method not allowed"}),
+        (
+            {"method": "resource/request", "params": {"httpMethod": "GET"}},
+            400,
+            {"error": "invalid_request", "message": "Missing or invalid parameter 'path'"},
+        ),
+        (
+            {"method": "resource/request", "params": {"path": "/threads"}},
+            400,
+            {"error": "invalid_request", "message": "Missing or invalid parameter 'httpMethod'"},
+        ),
+    ],
+)
+async def test_resource_requests_outside_the_thread_endpoints_are_refused(
+    envelope: dict[str, Any], status: int, expected: dict[str, Any]
+) -> None:
+    response = await post(AsyncClient(), "", envelope)
+    assert response.status_code == status
+    assert body_of(response) == expected

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from copilot_runtime.agui.translate import Translator, compact_events, run_started
 from copilot_runtime.events import (
     ActionArgs,
@@ -11,6 +13,7 @@ from copilot_runtime.events import (
     AgentStateSnapshot,
     GenerationEnd,
     GenerationStart,
+    GuardrailDecision,
     LimitTrip,
     MetaEvent,
     RunError,
@@ -19,6 +22,8 @@ from copilot_runtime.events import (
     TextEnd,
     TextStart,
 )
+from copilot_runtime.events.state_patch import apply_patch
+from tests.support.ag_ui_events import assert_ag_ui_events
 
 
 def translator() -> Translator:
@@ -119,7 +124,13 @@ def test_a_run_error_closes_open_messages_and_ends_the_run() -> None:
     )
     assert events[-2:] == [
         {"type": "TEXT_MESSAGE_END", "messageId": "m1"},
-        {"type": "RUN_ERROR", "message": "Upstream failed", "code": "UPSTREAM_ERROR"},
+        {
+            "type": "RUN_ERROR",
+            "message": "Upstream failed",
+            "code": "UPSTREAM_ERROR",
+            "threadId": "t-1",
+            "runId": "r-1",
+        },
     ]
     assert t.ended
 
@@ -199,3 +210,135 @@ def test_compaction_flushes_an_unfinished_message_at_the_end() -> None:
         {"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"},
         {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "ab"},
     ]
+
+
+# --- RUN_FINISHED: finish reason and usage, as the TypeScript runtime reports them ----------
+
+
+def test_run_finished_carries_the_last_finish_reason_and_the_usage_per_model() -> None:
+    events = translator().translate_all(
+        [
+            GenerationStart(model="gpt-4o-mini"),
+            GenerationEnd(
+                model="gpt-4o-mini",
+                provider="openai.chat",
+                finish_reason="tool_calls",
+                input_tokens=10,
+                output_tokens=4,
+                cached_input_tokens=2,
+            ),
+            GenerationStart(model="gpt-4o-mini"),
+            GenerationEnd(
+                model="gpt-4o-mini",
+                provider="openai.chat",
+                finish_reason="stop",
+                input_tokens=20,
+                output_tokens=6,
+                reasoning_tokens=1,
+            ),
+            GuardrailDecision(denied=False, model="tiny-guard", input_tokens=5, output_tokens=1),
+            RunFinished(),
+        ]
+    )
+    assert events == [
+        {
+            "type": "RUN_FINISHED",
+            "threadId": "t-1",
+            "runId": "r-1",
+            "finishReason": "stop",
+            "usage": [
+                {
+                    "provider": "openai.chat",
+                    "model": "gpt-4o-mini",
+                    "inputTokens": 30,
+                    "outputTokens": 10,
+                    "totalTokens": 40,
+                    "reasoningTokens": 1,
+                    "cachedInputTokens": 2,
+                },
+                {
+                    "model": "tiny-guard",
+                    "inputTokens": 5,
+                    "outputTokens": 1,
+                    "totalTokens": 6,
+                    "reasoningTokens": 0,
+                    "cachedInputTokens": 0,
+                },
+            ],
+        }
+    ]
+    assert_ag_ui_events(events)
+
+
+@pytest.mark.parametrize(
+    ("provider_reason", "reported"),
+    [
+        ("stop", "stop"),
+        ("length", "length"),
+        ("tool_calls", "tool-calls"),
+        ("function_call", "tool-calls"),
+        ("content_filter", "content-filter"),
+        ("something_new", "other"),
+    ],
+)
+def test_finish_reasons_are_reported_in_the_ai_sdks_words(
+    provider_reason: str, reported: str
+) -> None:
+    [finished] = translator().translate_all(
+        [GenerationEnd(model="m", finish_reason=provider_reason, input_tokens=1), RunFinished()]
+    )
+    assert finished["finishReason"] == reported
+
+
+def test_a_run_without_model_calls_finishes_without_usage() -> None:
+    [finished] = translator().translate_all([RunFinished()])
+    assert finished == {"type": "RUN_FINISHED", "threadId": "t-1", "runId": "r-1"}
+
+
+# --- STATE_DELTA --------------------------------------------------------------------------------
+
+
+def state(values: dict) -> AgentStateSnapshot:
+    return AgentStateSnapshot(thread_id="t-1", agent_name="a", state=values)
+
+
+BIG = {"document": "x" * 2000, "items": list(range(50)), "stage": "draft"}
+
+
+def test_a_client_without_state_gets_a_snapshot_then_deltas() -> None:
+    t = Translator(thread_id="t-1", run_id="r-1", state_deltas=True)
+    first = t.translate(state(BIG))
+    second = t.translate(state({**BIG, "stage": "review"}))
+    unchanged = t.translate(state({**BIG, "stage": "review"}))
+
+    assert first == [{"type": "STATE_SNAPSHOT", "snapshot": BIG}]
+    assert second == [
+        {"type": "STATE_DELTA", "delta": [{"op": "replace", "path": "/stage", "value": "review"}]}
+    ]
+    assert unchanged == []
+    assert_ag_ui_events([*first, *second])
+
+
+def test_the_first_delta_starts_from_the_state_the_client_sent() -> None:
+    t = Translator(thread_id="t-1", run_id="r-1", state_deltas=True, client_state=BIG)
+    [delta] = t.translate(state({**BIG, "items": [*BIG["items"], 50]}))
+
+    assert delta == {
+        "type": "STATE_DELTA",
+        "delta": [{"op": "add", "path": "/items/50", "value": 50}],
+    }
+    # Applied by the maintained library, the delta rebuilds the agent's state.
+    assert apply_patch(BIG, delta["delta"]) == {**BIG, "items": [*BIG["items"], 50]}
+
+
+def test_a_state_replaced_wholesale_goes_as_a_snapshot() -> None:
+    t = Translator(thread_id="t-1", run_id="r-1", state_deltas=True, client_state={"a": 1})
+    [event] = t.translate(state({"b": 2}))
+    assert event == {"type": "STATE_SNAPSHOT", "snapshot": {"b": 2}}
+
+
+def test_without_deltas_every_state_is_a_snapshot() -> None:
+    t = translator()
+    t.translate(state(BIG))
+    [event] = t.translate(state({**BIG, "stage": "review"}))
+    assert event["type"] == "STATE_SNAPSHOT"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from graphql import parse, print_ast
 
 from copilot_runtime.events import (
@@ -24,7 +25,11 @@ from copilot_runtime.graphql.fastpath.documents import (
     client_mutation_printed,
     urql_formatted,
 )
-from copilot_runtime.graphql.fastpath.encoder import V1Encoder, initial_payload
+from copilot_runtime.graphql.fastpath.encoder import (
+    V1Encoder,
+    failed_response_status,
+    initial_payload,
+)
 
 ROOT = "generateCopilotResponse"
 
@@ -222,3 +227,28 @@ def test_the_document_printed_by_the_real_urql_client_is_recognised() -> None:
         Path(__file__).parent / "documents" / "generate_copilot_response.urql.graphql"
     ).read_text()
     assert print_ast(parse(sent)) == client_mutation_printed()
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "client_code"),
+    [
+        ("UPSTREAM_SERVER_ERROR", 500, "NETWORK_ERROR"),
+        ("UPSTREAM_SERVER_ERROR", 503, "NETWORK_ERROR"),
+        ("UPSTREAM_RATE_LIMITED", 429, "CONFIGURATION_ERROR"),
+        ("UPSTREAM_CLIENT_ERROR", 404, "CONFIGURATION_ERROR"),
+        ("UPSTREAM_CLIENT_ERROR", 401, "AUTHENTICATION_ERROR"),
+        ("UPSTREAM_UNREACHABLE", None, "NETWORK_ERROR"),
+        ("UPSTREAM_STREAM_CUT", None, "NETWORK_ERROR"),
+        ("AGENT_ENDPOINT_TIMEOUT", None, "NETWORK_ERROR"),
+        ("SOMETHING_ELSE", None, "UNKNOWN"),
+    ],
+)
+def test_the_client_code_classes_upstream_failures_as_typescript_does(
+    code: str, status: int | None, client_code: str
+) -> None:
+    details = {"statusCode": status} if status is not None else {}
+    wire = failed_response_status(RunError(message="x", code=code, details=details))
+    assert wire["details"]["originalError"]["code"] == client_code
+    assert wire["details"]["code"] == code
+    if status is not None:
+        assert wire["details"]["statusCode"] == status

@@ -191,5 +191,11 @@ def test_on_ag_ui_the_denial_is_a_run_error_with_the_reason_as_its_message() -> 
     assert decision == []  # the decision itself is for the log and the trace, not the client
     assert ended == [
         {"type": "TEXT_MESSAGE_END", "messageId": "m"},
-        {"type": "RUN_ERROR", "message": REASON, "code": "GUARDRAILS_VALIDATION_FAILED"},
+        {
+            "type": "RUN_ERROR",
+            "message": REASON,
+            "code": "GUARDRAILS_VALIDATION_FAILED",
+            "threadId": "t",
+            "runId": "r",
+        },
     ]

@@ -36,7 +36,9 @@ def test_malformed_json_is_400(client: Client) -> None:
     response = client.post(ENDPOINT, data=b'{"query": ', content_type="application/json")
 
     body = assert_json_refusal(response, 400)
-    assert body["error"] == "invalid_json"
+    assert body["error"] == "invalid_request"
+    assert body["message"] == "Invalid JSON payload"
+    assert "not valid JSON" in body["details"]
 
 
 def test_an_empty_body_is_400(client: Client) -> None:

@@ -99,7 +99,7 @@ async def test_what_is_not_the_hot_paths_business_reaches_django_with_its_body(
     bad_json = await call("/api/copilotkit", b'{"query": ')
 
     assert envelope.status == 200 and "agents" in envelope.json()
-    assert bad_json.status == 400 and bad_json.json()["error"] == "invalid_json"
+    assert bad_json.status == 400 and bad_json.json()["message"] == "Invalid JSON payload"
 
 
 # --- runs through the front ---------------------------------------------------------------------
@@ -158,7 +158,7 @@ async def test_a_state_nested_deeper_than_the_store_writes_is_a_400(runtime: Any
     reply = await call(RUN_PATH, body, headers={"accept": "text/event-stream"})
 
     assert reply.status == 400, reply.body
-    assert reply.json()["message"] == TOO_DEEP
+    assert reply.json() == {"error": "Invalid request body", "details": TOO_DEEP}
     assert await Run.objects.acount() == 0
 
 
@@ -205,7 +205,6 @@ async def test_a_database_that_cannot_answer_who_is_calling_is_the_protocols_err
 
     assert reply.status == 503, reply.body
     assert reply.json()["code"] == "NETWORK_ERROR"
-
 
 
 async def test_a_revoked_token_is_refused_once_the_cache_time_has_passed(

@@ -12,13 +12,16 @@
 //   tools?: [{name, description, properties: {<arg>: "string"|"number"}, result}],
 //   context?: [{description, value}],
 //   steps: [
-//     {op: "run", message?: {id, content}},          // add the user message, runAgent
+//     {op: "run", message?: {id, content}, before?: [messages]},  // add them, runAgent
 //     {op: "connect"},                                // connectAgent (replay, then live)
 //     {op: "stop", message: {id, content}, afterContentEvents: N},  // run, then stopAgent
+//     {op: "threads"},   // GET <runtimeUrl>/threads?agentId=.. through the core's runtime fetch
+//                        // (which, on the single route, becomes a resource/request envelope)
 //   ]
 // }
-// Result: {connection, runtimeVersion, transport, steps: [{events, error?}], messages, state,
-//          toolCalls, errors, http: [{method, url, status, requestBody, responseText}]}
+// Result: {connection, runtimeVersion, transport, capabilities, threadEndpoints,
+//          steps: [{events, error?, response?}], messages, state, toolCalls, errors,
+//          http: [{method, url, status, requestBody, responseText}]}
 //
 // Everything the libraries print goes to stderr, so stdout stays one JSON document.
 "use strict";
@@ -127,11 +130,18 @@ async function waitForAgent(core, agentId, timeoutMs) {
   return null;
 }
 
-async function runStep(core, agent, step, events) {
+async function runStep(core, agent, step, events, outcome) {
+  if (step.op === "threads") {
+    const url = `${core.runtimeUrl}/threads?agentId=${encodeURIComponent(agent.agentId)}`;
+    const response = await core.ɵruntimeFetch(url, { method: "GET" });
+    outcome.response = { status: response.status, body: safeJson(await response.text()) };
+    return;
+  }
   if (step.op === "connect") {
     await core.connectAgent({ agent });
     return;
   }
+  for (const earlier of step.before || []) agent.addMessage(earlier);  // e.g. a system message
   if (step.message) {
     agent.addMessage({ id: step.message.id, role: "user", content: step.message.content });
   }
@@ -191,9 +201,11 @@ async function main() {
   result.connection = core.runtimeConnectionStatus;
   result.runtimeVersion = core.runtimeVersion ?? null;
   result.agents = Object.keys(core.agents || {});
+  result.threadEndpoints = plain(core.threadEndpoints);
   if (agent) {
     if (command.threadId) agent.threadId = command.threadId;
     result.transport = agent.transport ?? null;
+    result.capabilities = plain(agent.capabilities);
     for (const step of command.steps || []) {
       const events = [];
       const subscription = agent.subscribe({
@@ -203,7 +215,7 @@ async function main() {
       });
       const outcome = { op: step.op, events };
       try {
-        await runStep(core, agent, step, events);
+        await runStep(core, agent, step, events, outcome);
       } catch (error) {
         outcome.error = String(error?.message ?? error);
       } finally {

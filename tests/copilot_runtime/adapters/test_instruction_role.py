@@ -1,0 +1,73 @@
+"""The role instructions reach an OpenAI-compatible model with (``OPENAI_SYSTEM_ROLE``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from copilot_runtime.adapters.base import ModelRequest
+from copilot_runtime.adapters.openai_adapter import (
+    OpenAIAdapter,
+    instruction_role,
+    with_instruction_role,
+)
+
+
+@pytest.mark.parametrize(
+    ("setting", "url", "role"),
+    [
+        # auto: OpenAI's own API gets developer (as from the TypeScript runtime 1.10.6); other
+        # servers (vLLM, Ollama, older Azure deployments) may refuse it and get system.
+        ("auto", "https://api.openai.com/v1/chat/completions", "developer"),
+        ("auto", "http://127.0.0.1:11434/v1/chat/completions", "system"),
+        ("auto", "https://acme.openai.azure.com/openai/deployments/x/chat/completions", "system"),
+        ("system", "https://api.openai.com/v1/chat/completions", "system"),
+        ("developer", "http://localhost:8000/v1/chat/completions", "developer"),
+    ],
+)
+def test_the_instruction_role_follows_the_setting_and_the_server(
+    setting: str, url: str, role: str
+) -> None:
+    assert instruction_role(setting=setting, url=url) == role
+
+
+def test_every_instruction_takes_the_role_and_nothing_else_changes() -> None:
+    messages = [
+        {"role": "system", "content": "Context"},
+        {"role": "developer", "content": "Be brief"},
+        {"role": "user", "content": "Hi"},
+    ]
+    assert with_instruction_role(messages, "developer") == [
+        {"role": "developer", "content": "Context"},
+        {"role": "developer", "content": "Be brief"},
+        {"role": "user", "content": "Hi"},
+    ]
+    assert [m["role"] for m in with_instruction_role(messages, "system")] == [
+        "system",
+        "system",
+        "user",
+    ]
+    assert messages[0]["role"] == "system" and messages[1]["role"] == "developer"
+    plain = [{"role": "user", "content": "Hi"}]
+    assert with_instruction_role(plain, "developer") is plain  # nothing copied when not needed
+
+
+@pytest.mark.parametrize("setting", ["auto", "developer"])
+async def test_the_model_receives_the_role(fake_upstream: Any, setting: str) -> None:
+    adapter = OpenAIAdapter(
+        api_key="test",
+        base_url=fake_upstream.base_url,
+        model="m",
+        timeout=5,
+        max_retries=0,
+        system_role=setting,
+    )
+    request = ModelRequest(
+        messages=[{"role": "system", "content": "Rules"}, {"role": "user", "content": "Hi"}]
+    )
+    async for _ in adapter.stream(request):
+        pass
+    sent = fake_upstream.requests()[-1]["messages"]
+    # The fake listens on loopback: auto sends system there.
+    assert sent[0] == {"role": "system" if setting == "auto" else "developer", "content": "Rules"}
