@@ -55,8 +55,19 @@ class AgentSpec:
         return str(uuid.uuid5(_AGENT_ID_NAMESPACE, self.name))
 
 
+# The agents remote endpoints announce in their ``/info``, as this process last saw them
+# (agents/remote/announced.py keeps it fresh). A declared agent wins a name clash.
+_ANNOUNCED: dict[str, AgentSpec] = {}
+
+
+def announced_agents_replace(specs: dict[str, AgentSpec]) -> None:
+    _ANNOUNCED.clear()
+    _ANNOUNCED.update(specs)
+
+
 def agent_list() -> list[AgentSpec]:
-    """Every registered agent, ``default`` first, then the configured ones by name."""
+    """Every registered agent: ``default`` first, then the configured ones by name, then the
+    ones remote endpoints announced (by name)."""
     configured: dict[str, dict[str, Any]] = runtime_setting("AGENTS") or {}
     # ``AGENTS["default"]`` tunes the chat engine's entry (its description,
     # ``forward_system_messages``, ``capabilities``); its kind stays ``chat``.
@@ -82,6 +93,9 @@ def agent_list() -> list[AgentSpec]:
                 options=options,
             )
         )
+    if _ANNOUNCED:
+        declared = {agent.name for agent in agents}
+        agents.extend(_ANNOUNCED[name] for name in sorted(_ANNOUNCED) if name not in declared)
     return agents
 
 

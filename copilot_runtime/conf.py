@@ -72,7 +72,11 @@ DEFAULTS: dict[str, Any] = {
     # Dotted paths of middleware hooks, or None.
     "ON_BEFORE_REQUEST": None,
     "ON_AFTER_REQUEST": None,
-    # Model service: ``auto`` picks ``openai`` when an API key is configured, else ``demo``.
+    # The model service: a dict with its ``kind`` (openai, azure, anthropic, langchain, demo,
+    # none) and that kind's options (copilot_runtime/adapters/kinds.py); an agent may have its
+    # own (``AGENTS[name]["adapter"]``). None: ``MODEL_ADAPTER`` and the OPENAI_* settings below
+    # decide (``auto`` picks ``openai`` when an API key is configured, else ``demo``).
+    "ADAPTER": None,
     "MODEL_ADAPTER": "auto",
     "OPENAI_API_KEY": "",
     "OPENAI_BASE_URL": "",

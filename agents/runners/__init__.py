@@ -26,7 +26,10 @@ from agents.registry import (
 from agents.remote.actions import turn_server_actions
 from agents.runners.chat import BeforeServerAction
 from agents.runners.context import TurnContext
+from copilot_runtime.adapters import adapter_spec_for
 from copilot_runtime.adapters.base import ModelAdapter
+from copilot_runtime.adapters.kinds import NONE, AdapterSettingError, adapter_spec_check
+from copilot_runtime.adapters.none import NO_MODEL_MESSAGE
 from copilot_runtime.engine.request import TurnRequest
 from copilot_runtime.errors import CopilotKitError, ErrorCode
 from copilot_runtime.events import Event, RunError
@@ -56,8 +59,23 @@ def _runner(kind: str) -> Runner:
     )
 
 
+def _check_model(spec: AgentSpec) -> None:
+    """The agent's adapter setting must be usable; the built-in agents need a model."""
+    where = f"AGENTS['{spec.name}']['adapter']" if "adapter" in spec.options else "ADAPTER"
+    try:
+        setting = adapter_spec_check(adapter_spec_for(spec.name), where=where)
+    except AdapterSettingError as error:
+        raise CopilotKitError(str(error), code=ErrorCode.CONFIGURATION_ERROR) from error
+    if setting["kind"] == NONE and spec.kind in (KIND_CHAT, KIND_LLM):
+        raise CopilotKitError(
+            f"Agent '{spec.name}' needs a model, and none is configured: {NO_MODEL_MESSAGE}",
+            code=ErrorCode.CONFIGURATION_ERROR,
+        )
+
+
 def check_agent_runnable(spec: AgentSpec) -> None:
     """Raise ``CONFIGURATION_ERROR`` when the agent's settings cannot run."""
+    _check_model(spec)
     if spec.kind == KIND_CHAT:
         return
     _runner(spec.kind)

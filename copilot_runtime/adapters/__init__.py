@@ -1,59 +1,78 @@
-"""LLM service adapters: the OpenAI-compatible one and the offline demo model."""
+"""LLM service adapters, chosen in settings: the runtime's (``ADAPTER``) and, per agent,
+``AGENTS[name]["adapter"]``.
+
+An adapter setting is a dict naming its ``kind`` and that kind's options (the model, its
+parameters, credentials); the kinds are in :mod:`copilot_runtime.adapters.kinds`. Without
+``ADAPTER`` the runtime's adapter comes from ``MODEL_ADAPTER`` and the ``OPENAI_*`` settings,
+as before: OpenAI-compatible when a key is set, else the offline demo model.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import weakref
+from typing import Any
+
+import orjson
 
 from copilot_runtime.adapters.base import ModelAdapter
+from copilot_runtime.adapters.kinds import adapter_build, adapter_spec_check
 from copilot_runtime.conf import runtime_settings
 
 # Adapters hold an HTTP connection pool, which belongs to the event loop that opened it: one
 # adapter per loop and configuration, reused across turns.
-_ADAPTERS: weakref.WeakKeyDictionary[
-    asyncio.AbstractEventLoop, dict[tuple[object, ...], ModelAdapter]
-] = weakref.WeakKeyDictionary()
+_ADAPTERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[bytes, ModelAdapter]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
-def adapter_from_settings() -> ModelAdapter:
-    """The configured adapter: OpenAI when a key is set (or forced), else the demo model."""
+def runtime_adapter_spec() -> dict[str, Any]:
+    """The runtime's adapter setting (``ADAPTER``, else derived from the ``OPENAI_*`` ones)."""
     conf = runtime_settings()
-    key = (
-        conf["MODEL_ADAPTER"],
-        conf["OPENAI_API_KEY"],
-        conf["OPENAI_BASE_URL"],
-        conf["OPENAI_MODEL"],
-        float(conf["OPENAI_TIMEOUT_SECONDS"]),
-        int(conf["OPENAI_MAX_RETRIES"]),
-        str(conf["OPENAI_SYSTEM_ROLE"]),
-    )
+    configured = conf.get("ADAPTER")
+    if isinstance(configured, dict) and configured:
+        return dict(configured)
+    kind = conf["MODEL_ADAPTER"]
+    if kind == "auto":
+        kind = "openai" if conf["OPENAI_API_KEY"] else "demo"
+    if kind != "openai":
+        return {"kind": kind}
+    return {
+        "kind": "openai",
+        "api_key": conf["OPENAI_API_KEY"],
+        "base_url": conf["OPENAI_BASE_URL"],
+        "model": conf["OPENAI_MODEL"],
+        "timeout_seconds": float(conf["OPENAI_TIMEOUT_SECONDS"]),
+        "max_retries": int(conf["OPENAI_MAX_RETRIES"]),
+        "system_role": str(conf["OPENAI_SYSTEM_ROLE"]),
+    }
+
+
+def adapter_spec_for(agent_name: str | None) -> dict[str, Any]:
+    """The adapter setting an agent runs on: its own ``adapter``, else the runtime's."""
+    if agent_name:
+        agents = runtime_settings().get("AGENTS") or {}
+        own = (agents.get(agent_name) or {}).get("adapter")
+        if isinstance(own, dict) and own:
+            return dict(own)
+    return runtime_adapter_spec()
+
+
+def adapter_from_settings(agent_name: str | None = None) -> ModelAdapter:
+    """The adapter of ``agent_name`` (the runtime's when None), built once per event loop."""
+    spec = adapter_spec_for(agent_name)
+    key = orjson.dumps(spec, option=orjson.OPT_SORT_KEYS, default=str)
     per_loop = _ADAPTERS.setdefault(asyncio.get_running_loop(), {})
     adapter = per_loop.get(key)
     if adapter is None:
-        adapter = per_loop[key] = _build_adapter(*key)
+        adapter = per_loop[key] = adapter_build(spec)
     return adapter
 
 
-def _build_adapter(
-    kind: object,
-    api_key: object,
-    base_url: object,
-    model: object,
-    timeout: float,
-    max_retries: int,
-    system_role: str,
-) -> ModelAdapter:
-    if kind == "openai" or (kind == "auto" and api_key):
-        from copilot_runtime.adapters.openai_adapter import OpenAIAdapter
-
-        return OpenAIAdapter(
-            api_key=str(api_key or "not-set"),
-            base_url=str(base_url) or None,
-            model=str(model),
-            timeout=timeout,
-            max_retries=max_retries,
-            system_role=system_role,
-        )
-    from copilot_runtime.adapters.demo import DemoAdapter
-
-    return DemoAdapter()
+__all__ = [
+    "ModelAdapter",
+    "adapter_from_settings",
+    "adapter_spec_check",
+    "adapter_spec_for",
+    "runtime_adapter_spec",
+]

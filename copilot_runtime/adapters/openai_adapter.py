@@ -154,9 +154,11 @@ class OpenAIAdapter:
         timeout: float,
         max_retries: int,
         system_role: str = "auto",
+        endpoint: tuple[str, dict[str, str]] | None = None,
     ) -> None:
         self.default_model = model
-        url, headers = openai_endpoint(api_key=api_key, base_url=base_url)
+        # ``endpoint``: a URL and headers resolved elsewhere (Azure's deployment URL and key).
+        url, headers = endpoint or openai_endpoint(api_key=api_key, base_url=base_url)
         self._url = url
         self.instruction_role = instruction_role(setting=system_role, url=url)
         self._transport = SseTransport(headers=headers, timeout=timeout, max_retries=max_retries)

@@ -18,7 +18,8 @@ from asgiref.sync import sync_to_async
 from django.db import IntegrityError
 from django.http import HttpRequest, HttpResponse
 
-from agents.registry import AgentSpec, agent_get
+from agents.registry import AgentSpec
+from agents.remote.announced import agent_resolve
 from agents.runners import agent_turn_events
 from conversations.models import Run
 from conversations.selectors import thread_get_for_caller
@@ -55,13 +56,13 @@ STOPPED_INTERRUPT = {"type": "RUN_ERROR", "message": "Run stopped by user", "cod
 SUGGEST_MAX_ITERATIONS = 1
 
 
-def agent_known(agent_id: str) -> bool:
-    return agent_spec(agent_id) is not None
+async def agent_known(agent_id: str) -> bool:
+    return await agent_spec(agent_id) is not None
 
 
-def agent_spec(agent_id: str) -> AgentSpec | None:
+async def agent_spec(agent_id: str) -> AgentSpec | None:
     try:
-        return agent_get(agent_id)
+        return await agent_resolve(agent_id)
     except AgentNotFoundError:
         return None
 
@@ -118,7 +119,7 @@ async def _run_events(
 async def handle_run(
     *, request: HttpRequest, caller: Caller, agent_id: str, body: Any
 ) -> HttpResponse:
-    agent = agent_spec(agent_id)
+    agent = await agent_spec(agent_id)
     if agent is None:
         return responses.agent_not_found(agent_id)
     parsed = _parse(body)
@@ -158,7 +159,7 @@ async def handle_run(
 
 
 async def handle_connect(*, caller: Caller, agent_id: str, body: Any) -> HttpResponse:
-    if not agent_known(agent_id):
+    if not await agent_known(agent_id):
         return responses.agent_not_found(agent_id)
     parsed = _parse(body)
     if isinstance(parsed, HttpResponse):
@@ -197,7 +198,7 @@ def _active_run_ids(*, caller: Caller, thread_id: str, run_id: str | None) -> li
 
 
 async def handle_stop(*, caller: Caller, agent_id: str, thread_id: str, body: Any) -> HttpResponse:
-    if not agent_known(agent_id):
+    if not await agent_known(agent_id):
         return responses.agent_not_found(agent_id)
     run_id = body.get("runId") if isinstance(body, dict) else None
     run_ids = await sync_to_async(_active_run_ids)(
@@ -241,7 +242,7 @@ async def _suggest_events(
 
 
 async def handle_suggest(*, caller: Caller, agent_id: str, body: Any) -> HttpResponse:
-    agent = agent_spec(agent_id)
+    agent = await agent_spec(agent_id)
     if agent is None:
         return responses.agent_not_found(agent_id)
     parsed = _parse(body)
@@ -254,7 +255,7 @@ async def handle_suggest(*, caller: Caller, agent_id: str, body: Any) -> HttpRes
     request = _turn_request(parsed, agent)
     if isinstance(parsed.state, dict):
         request.state = dict(parsed.state)
-    adapter = adapter_from_settings()
+    adapter = adapter_from_settings(agent_id)
     events = agent_turn_events(request=request, adapter=adapter)
     if events is None:  # the chat engine: no server actions, one model call
         events = chat_turn_events(

@@ -18,6 +18,7 @@ from asgiref.sync import sync_to_async
 from django.db import DatabaseError, DataError
 from django.http import HttpRequest, HttpResponse
 
+from agents.remote.announced import announced_agents_refresh
 from copilot_runtime.agui import responses, routes, runs, threads
 from copilot_runtime.agui.info import runtime_info
 from copilot_runtime.auth import AuthenticationFailed, Caller, resolve_caller
@@ -150,6 +151,7 @@ async def _dispatch(
 ) -> HttpResponse:
     method = route.method
     if method == routes.INFO:
+        await announced_agents_refresh()
         return json_response(runtime_info(single_route=single_route))
     if method == routes.AGENT_RUN:
         return await runs.handle_run(

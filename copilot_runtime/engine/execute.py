@@ -17,6 +17,7 @@ from typing import Any
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
+from agents.remote.announced import agent_resolve
 from agents.runners import agent_turn_events, turn_server_actions
 from conversations.models import RunStatus
 from conversations.services.runs import LoggedEvent, RunOutcome
@@ -240,7 +241,7 @@ async def run_execute(
 ) -> str:
     """Run the turn of a prepared run to its end; returns the final status ("" when the run
     was not pending, e.g. a redelivered task whose run already started)."""
-    adapter = adapter_from_settings()
+    adapter = adapter_from_settings(request.agent_name)
     model = request.forwarded.model or adapter.default_model
     recorder = RunRecorder(run_id=run_id, thread_id=thread_id, agent_name=request.agent_name)
     # Best effort: the tracer never raises, and writes its spans after the run's end.
@@ -441,6 +442,8 @@ async def _turn(
 ) -> None:
     # An agent other than the chat engine (python, llm, remote, agui) streams its runner's
     # events (agents/runners); the chat engine also offers the remote endpoints' actions.
+    # An agent a remote endpoint announced may be unknown to this process yet (a worker).
+    await agent_resolve(request.agent_name)
     events = agent_turn_events(
         request=request, adapter=adapter, before_server_action=before_server_action
     )

@@ -18,6 +18,7 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
 from agents.registry import agent_get
+from agents.remote.announced import agent_resolve
 from conversations.models import RunStatus
 from conversations.services.runs import RunOutcome, Usage, new_run_id
 from conversations.store import PreparedTurn, turn_store
@@ -172,6 +173,8 @@ async def turn_start(
 
     ``run_id`` is the client's own run id (v2 clients mint them; the caller validates it).
     """
+    # An agent a remote endpoint announced is found here (the lookups below are synchronous).
+    await agent_resolve(request.agent_name)
     record, client_state = _turn_record(
         user=user, request=request, protocol=protocol, run_id=run_id
     )

@@ -335,6 +335,9 @@ def test_the_todo_policy_keeps_the_agent_working_until_its_todos_are_done(
         COPILOT_RUNTIME_LOOP=json.dumps(
             {"should_continue": "todos", "next_message_role": "developer"}
         ),
+        # The reminder keeps its role on the way to the model (auto would send the loopback
+        # fake system).
+        COPILOT_RUNTIME_OPENAI_SYSTEM_ROLE="developer",
     )
     done = [{"title": "write", "done": True}]
     fake_upstream.script(

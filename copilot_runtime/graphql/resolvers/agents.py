@@ -10,12 +10,16 @@ import strawberry
 from asgiref.sync import sync_to_async
 
 from agents.registry import agent_get, agent_list
+from agents.remote.announced import announced_agents_refresh
 from copilot_runtime.graphql.context import RuntimeContext
 from copilot_runtime.graphql.types.agents import Agent, AgentsResponse, LoadAgentStateResponse
 from copilot_runtime.graphql.types.inputs import LoadAgentStateInput
 
 
-def resolve_available_agents() -> AgentsResponse:
+async def resolve_available_agents() -> AgentsResponse:
+    # The agents remote endpoints announce are listed too (cached; an unreachable endpoint
+    # is skipped with a warning).
+    await announced_agents_refresh()
     return AgentsResponse(
         agents=[
             Agent(id=agent.id, name=agent.name, description=agent.description)

@@ -70,8 +70,15 @@ async def _run(
     policy: LoopPolicy | None = None,
     max_iterations: int = 10,
 ) -> list[Event]:
+    # Instructions keep their own role (as sent to OpenAI's API; OPENAI_SYSTEM_ROLE's auto would
+    # send system to the loopback fake).
     adapter = OpenAIAdapter(
-        api_key="t", base_url=fake_upstream.base_url, model="m", timeout=10, max_retries=0
+        api_key="t",
+        base_url=fake_upstream.base_url,
+        model="m",
+        timeout=10,
+        max_retries=0,
+        system_role="developer",
     )
     turn = ChatTurn(
         request=request,

@@ -1,0 +1,173 @@
+"""Any LangChain chat model as the runtime's model: Gemini, Bedrock, Groq, Mistral, Ollama and
+the rest through their LangChain packages.
+
+The setting names a factory (a dotted path to a callable returning a ``BaseChatModel``) and
+the options it is called with: ``{"kind": "langchain", "factory": "myapp.models.gemini",
+"options": {...}}``. The model streams ``AIMessageChunk`` objects; their text, tool-call
+chunks, usage and finish reason become the runtime's model chunks, so the engine, the stored
+usage and the traces work as with the other adapters. This path costs what LangChain's objects
+cost per chunk: it is for breadth, the OpenAI-compatible and Anthropic adapters are the fast
+paths. ``langchain-core`` (and the model's package) are needed only where it is configured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from django.utils.module_loading import import_string
+
+from copilot_runtime.adapters.base import (
+    FinishChunk,
+    ModelChunk,
+    ModelRequest,
+    TextChunk,
+    ToolCallChunk,
+    UpstreamError,
+    UsageChunk,
+)
+from copilot_runtime.adapters.kinds import AdapterSettingError
+
+# What providers call the end of a reply, in OpenAI's words (what the engine speaks).
+_FINISH_REASONS = {
+    "stop": "stop",
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "STOP": "stop",
+    "tool_calls": "tool_calls",
+    "tool_use": "tool_calls",
+    "length": "length",
+    "max_tokens": "length",
+    "MAX_TOKENS": "length",
+}
+
+
+def _chat_model(factory: str, options: dict[str, Any]) -> Any:
+    try:
+        build = import_string(factory)
+    except ImportError as exc:
+        raise AdapterSettingError(
+            f"The langchain adapter's factory {factory!r} does not import: {exc}"
+        ) from exc
+    model = build(**options)
+    if not hasattr(model, "astream") or not hasattr(model, "bind_tools"):
+        raise AdapterSettingError(
+            f"The langchain adapter's factory {factory!r} returned {type(model).__name__}, "
+            "not a LangChain chat model."
+        )
+    return model
+
+
+def _model_name(model: Any) -> str:
+    for attribute in ("model_name", "model", "model_id"):
+        value = getattr(model, attribute, None)
+        if isinstance(value, str) and value:
+            return value
+    return type(model).__name__
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part.get("text", "")
+            for part in content
+            if isinstance(part, dict) and part.get("type") in ("text", "text_delta")
+        )
+    return ""
+
+
+def _upstream_error(exc: Exception) -> UpstreamError:
+    """A provider's failure as the runtime's codes, by the HTTP status its SDK reports."""
+    status = getattr(exc, "status_code", None) or getattr(
+        getattr(exc, "response", None), "status_code", None
+    )
+    message = f"The model service failed: {type(exc).__name__}: {exc}"[:500]
+    if not isinstance(status, int):
+        return UpstreamError(message, code="UPSTREAM_ERROR")
+    if status == 429:
+        code = "UPSTREAM_RATE_LIMITED"
+    elif status < 500:
+        code = "UPSTREAM_CLIENT_ERROR"
+    else:
+        code = "UPSTREAM_SERVER_ERROR"
+    return UpstreamError(message, code=code, status_code=status)
+
+
+def _tool_choice(choice: str | dict[str, Any] | None) -> Any:
+    if isinstance(choice, dict):
+        return (choice.get("function") or {}).get("name") or "any"
+    if choice == "required":
+        return "any"
+    return choice
+
+
+class LangChainAdapter:
+    name = "langchain"
+
+    def __init__(self, *, factory: str, options: dict[str, Any], model: str = "") -> None:
+        from langchain_core.messages import convert_to_messages
+
+        self._convert = convert_to_messages
+        self._model = _chat_model(factory, options)
+        self.default_model = model or _model_name(self._model)
+        # The AI SDK's naming: the model's own kind ("openai-chat", "anthropic-chat"...).
+        self.provider = f"langchain.{getattr(self._model, '_llm_type', 'chat')}"
+
+    def _runnable(self, request: ModelRequest) -> Any:
+        if not request.tools:
+            return self._model
+        choice = _tool_choice(request.tool_choice)
+        kwargs: dict[str, Any] = {}
+        if choice is not None:
+            kwargs["tool_choice"] = choice
+        if request.parallel_tool_calls is False:
+            kwargs["parallel_tool_calls"] = False
+        return self._model.bind_tools(request.tools, **kwargs)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
+        messages = self._convert(request.messages)
+        runnable = self._runnable(request)
+        finish: str | None = None
+        usage: UsageChunk | None = None
+        saw_tool_call = False
+        try:
+            async for chunk in runnable.astream(messages, stop=request.stop or None):
+                text = _text_of(chunk.content)
+                if text:
+                    yield TextChunk(text)
+                for call in getattr(chunk, "tool_call_chunks", None) or ():
+                    saw_tool_call = True
+                    yield ToolCallChunk(
+                        index=call.get("index") or 0,
+                        id=call.get("id"),
+                        name=call.get("name"),
+                        arguments_delta=call.get("args") or "",
+                    )
+                metadata = getattr(chunk, "response_metadata", None) or {}
+                reason = metadata.get("finish_reason") or metadata.get("stop_reason")
+                if reason:
+                    finish = _FINISH_REASONS.get(str(reason), str(reason).lower())
+                counts = getattr(chunk, "usage_metadata", None)
+                if counts:
+                    usage = _usage(counts, usage)
+        except UpstreamError:
+            raise
+        except Exception as exc:  # whatever the provider's SDK raises
+            raise _upstream_error(exc) from exc
+        yield FinishChunk(finish or ("tool_calls" if saw_tool_call else "stop"))
+        if usage is not None:
+            yield usage
+
+
+def _usage(counts: dict[str, Any], earlier: UsageChunk | None) -> UsageChunk:
+    """Usage chunks add up (some providers report input and output in separate chunks)."""
+    total = earlier or UsageChunk()
+    total.input_tokens += int(counts.get("input_tokens") or 0)
+    total.output_tokens += int(counts.get("output_tokens") or 0)
+    total.cached_input_tokens += int(
+        (counts.get("input_token_details") or {}).get("cache_read") or 0
+    )
+    total.reasoning_tokens += int((counts.get("output_token_details") or {}).get("reasoning") or 0)
+    return total

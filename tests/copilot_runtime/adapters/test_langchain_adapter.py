@@ -1,0 +1,127 @@
+"""Any LangChain chat model as the runtime's model: langchain-openai on the fake upstream."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from copilot_runtime.adapters.base import (
+    FinishChunk,
+    ModelRequest,
+    TextChunk,
+    ToolCallChunk,
+    UpstreamError,
+    UsageChunk,
+)
+from copilot_runtime.adapters.kinds import AdapterSettingError, adapter_build
+
+FACTORY = "tests.support.langchain_models.fake_chat_openai"
+LOOKUP = {
+    "type": "function",
+    "function": {
+        "name": "lookup",
+        "description": "Look an order up.",
+        "parameters": {"type": "object", "properties": {"order": {"type": "string"}}},
+    },
+}
+
+
+def adapter_on(fake_upstream: Any) -> Any:
+    return adapter_build(
+        {"kind": "langchain", "factory": FACTORY, "options": {"base_url": fake_upstream.base_url}}
+    )
+
+
+async def chunks_of(adapter: Any, request: ModelRequest) -> list[Any]:
+    return [chunk async for chunk in adapter.stream(request)]
+
+
+async def test_text_usage_and_finish_reason_stream_through(fake_upstream: Any) -> None:
+    adapter = adapter_on(fake_upstream)
+    fake_upstream.script({"text": "Hello from LangChain"})
+
+    chunks = await chunks_of(
+        adapter,
+        ModelRequest(
+            messages=[{"role": "system", "content": "Brief."}, {"role": "user", "content": "Hi"}]
+        ),
+    )
+
+    assert "".join(c.delta for c in chunks if isinstance(c, TextChunk)) == "Hello from LangChain"
+    [finish] = [c for c in chunks if isinstance(c, FinishChunk)]
+    assert finish.reason == "stop"
+    [usage] = [c for c in chunks if isinstance(c, UsageChunk)]
+    assert usage.output_tokens == 3 and usage.input_tokens > 0
+    assert adapter.default_model == "gpt-4o-mini"
+    assert adapter.provider == "langchain.openai-chat"
+    sent = fake_upstream.requests()[-1]["messages"]
+    assert sent == [{"role": "system", "content": "Brief."}, {"role": "user", "content": "Hi"}]
+
+
+async def test_parallel_tool_calls_and_tool_results_round_trip(fake_upstream: Any) -> None:
+    adapter = adapter_on(fake_upstream)
+    fake_upstream.script(
+        {
+            "tool_calls": [
+                {"name": "lookup", "arguments": {"order": "A1"}, "id": "c1"},
+                {"name": "lookup", "arguments": {"order": "B2"}, "id": "c2"},
+            ]
+        }
+    )
+
+    chunks = await chunks_of(
+        adapter, ModelRequest(messages=[{"role": "user", "content": "Find"}], tools=[LOOKUP])
+    )
+
+    calls: dict[int, dict[str, Any]] = {}
+    for chunk in chunks:
+        if isinstance(chunk, ToolCallChunk):
+            entry = calls.setdefault(chunk.index, {"id": None, "name": None, "args": ""})
+            entry["id"] = entry["id"] or chunk.id
+            entry["name"] = entry["name"] or chunk.name
+            entry["args"] += chunk.arguments_delta
+    assert [(c["id"], c["name"], c["args"]) for c in calls.values()] == [
+        ("c1", "lookup", '{"order":"A1"}'),
+        ("c2", "lookup", '{"order":"B2"}'),
+    ]
+    assert [c.reason for c in chunks if isinstance(c, FinishChunk)] == ["tool_calls"]
+    assert fake_upstream.requests()[-1]["tools"][0]["function"]["name"] == "lookup"
+
+    # The results go back as tool messages of the same calls.
+    fake_upstream.script({"text": "Both found"})
+    history = [
+        {"role": "user", "content": "Find"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "shipped"},
+    ]
+    await chunks_of(adapter, ModelRequest(messages=history, tools=[LOOKUP]))
+    sent = fake_upstream.requests()[-1]["messages"]
+    assert sent[1]["tool_calls"][0]["id"] == "c1"
+    assert sent[2] == {"role": "tool", "tool_call_id": "c1", "content": "shipped"}
+
+
+async def test_a_provider_failure_becomes_the_runtimes_upstream_code(fake_upstream: Any) -> None:
+    adapter = adapter_on(fake_upstream)
+    fake_upstream.script({"error": {"status": 429, "message": "slow down"}})
+
+    with pytest.raises(UpstreamError) as raised:
+        await chunks_of(adapter, ModelRequest(messages=[{"role": "user", "content": "Hi"}]))
+
+    assert raised.value.code == "UPSTREAM_RATE_LIMITED"
+    assert raised.value.status_code == 429
+
+
+def test_a_factory_that_does_not_give_a_chat_model_is_refused() -> None:
+    with pytest.raises(AdapterSettingError, match="does not import"):
+        adapter_build({"kind": "langchain", "factory": "tests.support.nowhere.model"})
+    with pytest.raises(AdapterSettingError, match="not a LangChain chat model"):
+        adapter_build(
+            {"kind": "langchain", "factory": "tests.support.langchain_models.not_a_model"}
+        )
