@@ -64,13 +64,17 @@ async def test_adapters_are_built_once_per_setting() -> None:
 
 
 def test_without_a_model_plain_chat_is_a_configuration_error() -> None:
-    with override_settings(COPILOT_RUNTIME={"ADAPTER": {"kind": "none"}}):
-        with pytest.raises(CopilotKitError, match="none is configured") as raised:
-            check_agent_runnable(agent_get("default"))
+    with (
+        override_settings(COPILOT_RUNTIME={"ADAPTER": {"kind": "none"}}),
+        pytest.raises(CopilotKitError, match="none is configured") as raised,
+    ):
+        check_agent_runnable(agent_get("default"))
     assert raised.value.code == "CONFIGURATION_ERROR"
 
 
 def test_a_misconfigured_adapter_refuses_the_turn_before_it_starts() -> None:
-    with override_settings(COPILOT_RUNTIME={"ADAPTER": {"kind": "anthropik"}}):
-        with pytest.raises(CopilotKitError, match="ADAPTER: unknown adapter kind"):
-            check_agent_runnable(agent_get("default"))
+    with (
+        override_settings(COPILOT_RUNTIME={"ADAPTER": {"kind": "anthropik"}}),
+        pytest.raises(CopilotKitError, match="ADAPTER: unknown adapter kind"),
+    ):
+        check_agent_runnable(agent_get("default"))
