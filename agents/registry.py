@@ -24,7 +24,9 @@ KIND_PYTHON = "python"
 KIND_LLM = "llm"
 KIND_REMOTE = "remote"
 KIND_AGUI = "agui"
-AGENT_KINDS = frozenset({KIND_CHAT, KIND_PYTHON, KIND_LLM, KIND_REMOTE, KIND_AGUI})
+# A graph on a LangGraph Platform deployment (agents/langgraph_platform).
+KIND_LANGGRAPH = "langgraph"
+AGENT_KINDS = frozenset({KIND_CHAT, KIND_PYTHON, KIND_LLM, KIND_REMOTE, KIND_AGUI, KIND_LANGGRAPH})
 # The kinds whose model request the runtime builds itself: on v2 the client's system and
 # developer messages reach their model only when the agent sets ``forward_system_messages``
 # (the TypeScript BuiltInAgent's ``forwardSystemMessages``, off by default).

@@ -36,6 +36,9 @@ DEFAULTS: dict[str, Any] = {
     # {"name", "url", "headers": {...} or "dotted.path.to.hook", "timeout_seconds",
     # "offer_actions": True}. Their actions are offered to the chat engine as server actions.
     "REMOTE_ENDPOINTS": [],
+    # LangGraph Platform deployments whose assistants are agents (kind ``langgraph``, see
+    # agents/langgraph_platform/config.py): [{"url", "api_key", "agents": [...] or omitted}].
+    "LANGGRAPH_DEPLOYMENTS": [],
     # How long an endpoint's POST /info answer is reused (per endpoint and properties).
     "REMOTE_INFO_TTL_SECONDS": 5.0,
     # Calls to remote endpoints and AG-UI agents: retries on 408/429/502/503/504 and connection

@@ -106,6 +106,21 @@ def _fake_upstream_server() -> Iterator[FakeUpstream]:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def langgraph_server(
+    _fake_upstream_server: FakeUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
+    """A real local LangGraph server (``langgraph dev``, in memory) for the session, serving
+    the forecast graph (tests/support/langgraph_platform) on the session's fake upstream."""
+    from tests.support.langgraph_platform.server import LangGraphServer
+
+    log_path = tmp_path_factory.mktemp("langgraph") / "langgraph-dev.log"
+    with LangGraphServer(
+        model_base_url=_fake_upstream_server.base_url, log_path=log_path
+    ) as server:
+        yield server
+
+
 @pytest.fixture
 def fake_upstream(_fake_upstream_server: FakeUpstream) -> FakeUpstream:
     """The session's fake upstream with no script, recorded requests or stats left over."""
@@ -277,10 +292,18 @@ def _close_async_executor_connections(django_db_setup: None) -> Iterator[None]:
 def _fresh_runtime_caches() -> Iterator[None]:
     """Each test starts with empty short-lived caches (guardrail rules, model prices, callers):
     rows a previous test rolled back must not be remembered."""
+    from agents.remote.announced import announced_cache_clear
+    from agents.remote.discovery import remote_info_cache_clear
     from copilot_runtime.guardrails.rules import rules_cache_clear
     from copilot_runtime.http.caller_cache import caller_cache_clear
     from copilot_runtime.tracing.cost import prices_cache_clear
 
-    for clear in (rules_cache_clear, prices_cache_clear, caller_cache_clear):
+    for clear in (
+        rules_cache_clear,
+        prices_cache_clear,
+        caller_cache_clear,
+        announced_cache_clear,
+        remote_info_cache_clear,
+    ):
         clear()
     yield

@@ -17,6 +17,7 @@ from agents.peer_http import PeerError
 from agents.registry import (
     KIND_AGUI,
     KIND_CHAT,
+    KIND_LANGGRAPH,
     KIND_LLM,
     KIND_PYTHON,
     KIND_REMOTE,
@@ -53,8 +54,12 @@ def _runner(kind: str) -> Runner:
         from agents.agui_client.runner import agui_agent_events
 
         return agui_agent_events
+    if kind == KIND_LANGGRAPH:
+        from agents.langgraph_platform.runner import langgraph_agent_events
+
+        return langgraph_agent_events
     raise CopilotKitError(
-        f"Unknown agent kind '{kind}'; expected one of chat, python, llm, remote, agui.",
+        f"Unknown agent kind '{kind}'; expected one of chat, python, llm, remote, agui, langgraph.",
         code=ErrorCode.CONFIGURATION_ERROR,
     )
 
@@ -91,6 +96,10 @@ def check_agent_runnable(spec: AgentSpec) -> None:
         from agents.agui_client.runner import agui_peer
 
         agui_peer(spec)
+    elif spec.kind == KIND_LANGGRAPH:
+        from agents.langgraph_platform.config import langgraph_target
+
+        langgraph_target(spec)
 
 
 def agent_turn_events(

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import transaction
 
 from conversations.models import Thread
 from copilot_runtime.errors import CopilotKitError, ErrorCode
@@ -44,3 +47,15 @@ def thread_get_or_create_for_turn(
 def title_from_text(text: str) -> str:
     line = " ".join(text.split())
     return line if len(line) <= TITLE_LENGTH else line[: TITLE_LENGTH - 1] + "…"
+
+
+@transaction.atomic
+def thread_metadata_set(*, thread_id: str, key: str, value: Any) -> bool:
+    """Set ``metadata[key]`` on the thread (locked, so concurrent writers of other keys are
+    kept); False when no such thread exists or the value is already there."""
+    thread = Thread.objects.select_for_update().filter(thread_id=thread_id).first()
+    if thread is None or thread.metadata.get(key) == value:
+        return False
+    thread.metadata = {**thread.metadata, key: value}
+    thread.save(update_fields=["metadata"])
+    return True

@@ -42,7 +42,9 @@ def get_weather(city: str) -> str:
     return f"Sunny in {city}, 21 degrees"
 
 
-def _graph(model_base_url: str) -> Any:
+def forecast_graph_builder(model_base_url: str) -> StateGraph:
+    """The graph, uncompiled: served here with a MemorySaver, and by a LangGraph server
+    (tests/support/langgraph_platform) with the server's own persistence."""
     model = ChatOpenAI(
         model="gpt-4o-mini",
         base_url=model_base_url,
@@ -84,7 +86,11 @@ def _graph(model_base_url: str) -> Any:
     builder.add_edge("tools", "chat")
     builder.add_edge("approval", "finish")
     builder.add_edge("finish", END)
-    return builder.compile(checkpointer=MemorySaver())
+    return builder
+
+
+def _graph(model_base_url: str) -> Any:
+    return forecast_graph_builder(model_base_url).compile(checkpointer=MemorySaver())
 
 
 def langgraph_app(model_base_url: str) -> FastAPI:

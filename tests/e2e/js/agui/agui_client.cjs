@@ -12,7 +12,7 @@
 //   tools?: [{name, description, properties: {<arg>: "string"|"number"}, result}],
 //   context?: [{description, value}],
 //   steps: [
-//     {op: "run", message?: {id, content}, before?: [messages]},  // add them, runAgent
+//     {op: "run", message?: {id, content}, before?: [messages], resume?, forwardedProps?},
 //     {op: "connect"},                                // connectAgent (replay, then live)
 //     {op: "stop", message: {id, content}, afterContentEvents: N},  // run, then stopAgent
 //     {op: "threads"},   // GET <runtimeUrl>/threads?agentId=.. through the core's runtime fetch
@@ -146,7 +146,11 @@ async function runStep(core, agent, step, events, outcome) {
     agent.addMessage({ id: step.message.id, role: "user", content: step.message.content });
   }
   if (step.op === "run") {
-    await core.runAgent({ agent });
+    // resume: an AG-UI interrupt answer ([{interruptId?, payload}]); forwardedProps as sent.
+    const options = { agent };
+    if (step.resume) options.resume = step.resume;
+    if (step.forwardedProps) options.forwardedProps = step.forwardedProps;
+    await core.runAgent(options);
     return;
   }
   if (step.op === "stop") {

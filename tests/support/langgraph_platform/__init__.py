@@ -1,0 +1,1 @@
+"""A local LangGraph server (``langgraph dev``, in memory) serving the forecast graph."""
