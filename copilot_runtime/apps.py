@@ -5,3 +5,6 @@ class CopilotRuntimeConfig(AppConfig):
     name = "copilot_runtime"
     verbose_name = "Copilot runtime"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from copilot_runtime import checks  # noqa: F401  (registers the system checks)

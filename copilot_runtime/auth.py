@@ -15,7 +15,7 @@ from django.http import HttpRequest
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils import timezone
 
-from copilot_runtime.conf import runtime_setting
+from copilot_runtime.conf import anonymous_allowed, runtime_setting
 from copilot_runtime.errors import CopilotKitError, ErrorCode
 from copilot_runtime.models import ApiToken, token_generate, token_hash
 
@@ -97,7 +97,7 @@ async def resolve_caller(request: HttpRequest) -> Caller:
             check_csrf(request)
         return Caller(user=user, via="session")
 
-    if not runtime_setting("ALLOW_ANONYMOUS"):
+    if not anonymous_allowed():
         raise AuthenticationFailed(
             "Authentication required: log in or send 'Authorization: Bearer <token>'."
         )

@@ -20,8 +20,9 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 DEFAULTS: dict[str, Any] = {
-    # Who may call the runtime without a session or a bearer token.
-    "ALLOW_ANONYMOUS": True,
+    # Who may call the runtime without a session or a bearer token. None: only while DEBUG is
+    # on (anonymous callers could otherwise spend the project's model budget).
+    "ALLOW_ANONYMOUS": None,
     # Browser origins served cross-origin (CORS) and trusted for cookie-authenticated POSTs.
     "CORS_ALLOWED_ORIGINS": [],
     # Requests larger than this are refused with 413.
@@ -151,12 +152,16 @@ DEFAULTS: dict[str, Any] = {
     "TRACE_RETENTION_DAYS": 30,
 }
 
-_ENV_PREFIX = "COPILOT_RUNTIME_"
+ENV_PREFIX = "COPILOT_RUNTIME_"
 
 
-def _parse_env(raw: str, default: Any) -> Any:
+# Settings that are true/false though their default (None) says nothing of their type.
+BOOLEAN_KEYS = frozenset({"ALLOW_ANONYMOUS"})
+
+
+def parse_env_value(raw: str, default: Any, key: str = "") -> Any:
     """An environment value in the type of the setting's default."""
-    if isinstance(default, bool):
+    if isinstance(default, bool) or key in BOOLEAN_KEYS:
         return raw.strip().lower() in {"1", "true", "yes", "on"}
     if isinstance(default, str):
         return raw
@@ -167,7 +172,7 @@ def _parse_env(raw: str, default: Any) -> Any:
     if isinstance(default, list) and isinstance(value, str):
         return [item.strip() for item in value.split(",") if item.strip()]
     if isinstance(default, int | float) and isinstance(value, str):
-        raise ValueError(f"{_ENV_PREFIX}* expects a number, got {raw!r}")
+        raise ValueError(f"{ENV_PREFIX}* expects a number, got {raw!r}")
     return value
 
 
@@ -177,14 +182,20 @@ def runtime_settings() -> dict[str, Any]:
     merged = dict(DEFAULTS)
     merged.update(getattr(settings, "COPILOT_RUNTIME", {}) or {})
     for name, raw in os.environ.items():
-        if name.startswith(_ENV_PREFIX):
-            key = name[len(_ENV_PREFIX) :]
-            merged[key] = _parse_env(raw, merged.get(key))
+        if name.startswith(ENV_PREFIX):
+            key = name[len(ENV_PREFIX) :]
+            merged[key] = parse_env_value(raw, merged.get(key), key)
     return merged
 
 
 def runtime_setting(key: str) -> Any:
     return runtime_settings()[key]
+
+
+def anonymous_allowed() -> bool:
+    """``ALLOW_ANONYMOUS``, defaulting to Django's ``DEBUG``."""
+    configured = runtime_setting("ALLOW_ANONYMOUS")
+    return bool(settings.DEBUG) if configured is None else bool(configured)
 
 
 def disconnect_policy(surface: str) -> str:

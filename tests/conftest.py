@@ -272,6 +272,22 @@ def base_subprocess_env() -> dict[str, str]:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _anonymous_callers_allowed_by_default() -> Iterator[None]:
+    """pytest-django runs with DEBUG off, where the product refuses anonymous callers unless
+    ALLOW_ANONYMOUS says otherwise; most tests call as anonymous clients of a development
+    setup and replace COPILOT_RUNTIME wholesale, so the suite defaults to allowing them.
+    Tests of the product default restore it (tests/copilot_runtime/test_conf.py)."""
+    from copilot_runtime.conf import DEFAULTS, runtime_settings
+
+    product_default = DEFAULTS["ALLOW_ANONYMOUS"]
+    DEFAULTS["ALLOW_ANONYMOUS"] = True
+    runtime_settings.cache_clear()
+    yield
+    DEFAULTS["ALLOW_ANONYMOUS"] = product_default
+    runtime_settings.cache_clear()
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _close_async_executor_connections(django_db_setup: None) -> Iterator[None]:
     """Close the connection of asgiref's shared thread before the test database is dropped.
 

@@ -21,7 +21,7 @@ from django.middleware.csrf import CsrfViewMiddleware
 from django.utils.module_loading import import_string
 
 from copilot_runtime.auth import AuthenticationFailed, Caller, check_csrf, token_user
-from copilot_runtime.conf import runtime_setting
+from copilot_runtime.conf import anonymous_allowed, runtime_setting
 from copilot_runtime.models import token_hash
 
 __all__ = ["AuthenticationFailed", "caller_cache_clear", "resolve_caller_cached"]
@@ -87,7 +87,7 @@ async def resolve_caller_cached(request: HttpRequest) -> Caller:
             check_csrf(request)
             return Caller(user=user, via="session")
 
-    if not runtime_setting("ALLOW_ANONYMOUS"):
+    if not anonymous_allowed():
         raise AuthenticationFailed(
             "Authentication required: log in or send 'Authorization: Bearer <token>'."
         )

@@ -20,7 +20,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
 
 from copilot_runtime.auth import Caller, token_user
-from copilot_runtime.conf import runtime_setting
+from copilot_runtime.conf import anonymous_allowed
 
 TOKEN_REFUSED = "Forbidden: the bearer token is unknown or revoked"
 MALFORMED_AUTHORIZATION = "Forbidden: send authorization as 'Bearer <token>'"
@@ -78,7 +78,7 @@ async def connection_caller(
         return Caller(user=user, via="token")
     if session_user is not None and session_user.is_authenticated:
         return Caller(user=session_user, via="session")
-    if not runtime_setting("ALLOW_ANONYMOUS"):
+    if not anonymous_allowed():
         raise ConnectionRefused(AUTHENTICATION_REQUIRED)
     return Caller(user=AnonymousUser(), via="anonymous")
 

@@ -8,7 +8,13 @@ from collections.abc import Iterator
 import pytest
 from django.test import override_settings
 
-from copilot_runtime.conf import DEFAULTS, disconnect_policy, runtime_setting, runtime_settings
+from copilot_runtime.conf import (
+    DEFAULTS,
+    anonymous_allowed,
+    disconnect_policy,
+    runtime_setting,
+    runtime_settings,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -31,7 +37,6 @@ def fresh() -> dict[str, object]:
 @override_settings(COPILOT_RUNTIME={})
 def test_defaults_apply_when_the_project_sets_nothing() -> None:
     assert fresh() == DEFAULTS
-    assert runtime_setting("ALLOW_ANONYMOUS") is True
     assert runtime_setting("MAX_BODY_BYTES") == 10 * 1024 * 1024
     assert runtime_setting("EXECUTOR") == "inline"
     assert disconnect_policy("graphql") == "cancel"
@@ -143,3 +148,18 @@ def test_override_settings_clears_the_cache() -> None:
         assert runtime_setting("MAX_ITERATIONS") == original + 41
 
     assert runtime_setting("MAX_ITERATIONS") == original
+
+
+@pytest.mark.parametrize(("debug", "allowed"), [(True, True), (False, False)])
+def test_anonymous_callers_are_allowed_only_while_debug_is_on_by_default(
+    monkeypatch: pytest.MonkeyPatch, debug: bool, allowed: bool
+) -> None:
+    # The suite allows anonymous callers by default (tests/conftest.py); the product does not.
+    monkeypatch.setitem(DEFAULTS, "ALLOW_ANONYMOUS", None)
+    with override_settings(COPILOT_RUNTIME={}, DEBUG=debug):
+        fresh()
+        assert anonymous_allowed() is allowed
+    with override_settings(COPILOT_RUNTIME={"ALLOW_ANONYMOUS": True}, DEBUG=False):
+        fresh()
+        assert anonymous_allowed() is True
+    runtime_settings.cache_clear()

@@ -1,0 +1,206 @@
+"""System checks (``manage.py check``, and every ``runserver``/``migrate``): a configuration
+that cannot work is reported with the key that is wrong, before a request finds out.
+
+Ids: ``copilot_runtime.E001`` unknown key, ``E002`` wrong type, ``E003`` a dotted path that
+does not import, ``E004`` an agent or adapter that cannot run, ``E005`` an unknown executor,
+``E006`` Celery without a broker, ``E007`` served under WSGI (``runserver`` without an ASGI
+server), ``W001`` anonymous callers allowed with DEBUG off.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import Error, Tags, Warning, register
+from django.utils.module_loading import import_string
+
+from copilot_runtime.conf import DEFAULTS, ENV_PREFIX, parse_env_value
+
+TAG = "copilot_runtime"
+EXECUTORS = ("inline", "celery")
+# Settings whose default is None, and what they may be instead.
+_OPTIONAL_TYPES: dict[str, tuple[type, ...]] = {
+    "ALLOW_ANONYMOUS": (bool,),
+    "ADAPTER": (dict,),
+    "ON_BEFORE_REQUEST": (str,),
+    "ON_AFTER_REQUEST": (str,),
+}
+# Settings that may be one value for every surface or a dict per surface.
+_EITHER_TYPES: dict[str, tuple[type, ...]] = {"ON_DISCONNECT": (str, dict)}
+_TYPE_WORDS = {
+    bool: "true/false",
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+    list: "a list",
+    dict: "a dict",
+}
+
+
+def _configured() -> tuple[dict[str, Any], list[Error]]:
+    """The project's dict merged with the environment, and the values that did not parse."""
+    errors: list[Error] = []
+    project = getattr(settings, "COPILOT_RUNTIME", None) or {}
+    if not isinstance(project, dict):
+        return {}, [Error("COPILOT_RUNTIME must be a dict.", id=f"{TAG}.E002")]
+    merged = dict(project)
+    for name, raw in os.environ.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        key = name[len(ENV_PREFIX) :]
+        try:
+            merged[key] = parse_env_value(raw, merged.get(key, DEFAULTS.get(key)), key)
+        except ValueError:
+            expected = _TYPE_WORDS.get(type(DEFAULTS.get(key)), "a value of its type")
+            errors.append(
+                Error(
+                    f"{name}={raw!r} is not {expected}.",
+                    hint=f"Set {name} to {expected}, or unset it (default: {DEFAULTS.get(key)!r}).",
+                    id=f"{TAG}.E002",
+                )
+            )
+            merged.pop(key, None)
+    return merged, errors
+
+
+def _unknown_keys(configured: dict[str, Any]) -> Iterable[Error]:
+    for key in sorted(set(configured) - set(DEFAULTS)):
+        close = difflib.get_close_matches(key, DEFAULTS, n=1, cutoff=0.6)
+        yield Error(
+            f"COPILOT_RUNTIME has no setting {key!r}.",
+            hint=f"Did you mean {close[0]!r}?" if close else "See copilot_runtime/conf.py.",
+            id=f"{TAG}.E001",
+        )
+
+
+def _type_ok(key: str, value: Any) -> bool:
+    default = DEFAULTS[key]
+    if key in _EITHER_TYPES:
+        return isinstance(value, _EITHER_TYPES[key])
+    if default is None:
+        return value is None or isinstance(value, _OPTIONAL_TYPES.get(key, (object,)))
+    if isinstance(default, bool):
+        return isinstance(value, bool)
+    if isinstance(default, int | float):
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    return isinstance(value, type(default))
+
+
+def _wrong_types(configured: dict[str, Any]) -> Iterable[Error]:
+    for key, value in sorted(configured.items()):
+        if key in DEFAULTS and not _type_ok(key, value):
+            default = DEFAULTS[key]
+            allowed = _OPTIONAL_TYPES.get(key) or _EITHER_TYPES.get(key) or (type(default),)
+            words = " or ".join(_TYPE_WORDS.get(t, t.__name__) for t in allowed)
+            yield Error(
+                f"COPILOT_RUNTIME[{key!r}] is {value!r} ({type(value).__name__}); it must be "
+                f"{words}.",
+                id=f"{TAG}.E002",
+            )
+
+
+def _dotted(where: str, path: Any) -> Iterable[Error]:
+    if not isinstance(path, str):
+        return
+    try:
+        import_string(path)
+    except (ImportError, ValueError) as exc:
+        yield Error(f"{where} = {path!r} does not import: {exc}", id=f"{TAG}.E003")
+
+
+def _dotted_paths(configured: dict[str, Any]) -> Iterable[Error]:
+    actions = configured.get("ACTIONS")
+    for index, path in enumerate(actions if isinstance(actions, list) else []):
+        yield from _dotted(f"COPILOT_RUNTIME['ACTIONS'][{index}]", path)
+    for key in ("ON_BEFORE_REQUEST", "ON_AFTER_REQUEST"):
+        yield from _dotted(f"COPILOT_RUNTIME[{key!r}]", configured.get(key))
+    endpoints = configured.get("REMOTE_ENDPOINTS")
+    for index, endpoint in enumerate(endpoints if isinstance(endpoints, list) else []):
+        if isinstance(endpoint, dict):
+            headers = endpoint.get("headers")
+            yield from _dotted(f"COPILOT_RUNTIME['REMOTE_ENDPOINTS'][{index}]['headers']", headers)
+
+
+def _agents_and_adapters() -> Iterable[Error]:
+    # Imported here: the registry and runners import the engine, which must not load while
+    # the app registry is being populated.
+    from agents.registry import agent_list
+    from agents.runners import check_agent_runnable
+    from copilot_runtime.adapters import adapter_spec_for
+    from copilot_runtime.adapters.kinds import AdapterSettingError, adapter_spec_check
+    from copilot_runtime.errors import CopilotKitError
+
+    for agent in agent_list():
+        try:
+            check_agent_runnable(agent)
+        except CopilotKitError as error:
+            if "none is configured" in error.message:
+                continue  # a runtime without a model is a valid choice; its chat is refused
+            yield Error(f"Agent {agent.name!r}: {error.message}", id=f"{TAG}.E004")
+            continue
+        try:
+            spec = adapter_spec_check(adapter_spec_for(agent.name))
+        except AdapterSettingError:
+            continue  # reported above
+        if spec["kind"] == "langchain":
+            yield from _dotted(f"the {agent.name!r} agent's langchain factory", spec["factory"])
+
+
+def _executor(configured: dict[str, Any]) -> Iterable[Error]:
+    executor = configured.get("EXECUTOR", DEFAULTS["EXECUTOR"])
+    if executor not in EXECUTORS:
+        close = difflib.get_close_matches(str(executor), EXECUTORS, n=1)
+        yield Error(
+            f"COPILOT_RUNTIME['EXECUTOR'] is {executor!r}; it must be 'inline' or 'celery'.",
+            hint=f"Did you mean {close[0]!r}?" if close else None,
+            id=f"{TAG}.E005",
+        )
+    elif executor == "celery" and not getattr(settings, "CELERY_BROKER_URL", None):
+        yield Error(
+            "The celery executor needs a broker: CELERY_BROKER_URL is not set.",
+            hint="Set CELERY_BROKER_URL (e.g. redis://localhost:6379/0) in the settings.",
+            id=f"{TAG}.E006",
+        )
+
+
+def _served_by_wsgi() -> Iterable[Error]:
+    """``runserver`` serves WSGI unless an ASGI server replaces it (daphne in INSTALLED_APPS):
+    a v2 run would stream no text and be stored as cancelled."""
+    if len(sys.argv) > 1 and sys.argv[1] == "runserver" and "daphne" not in settings.INSTALLED_APPS:
+        yield Error(
+            "The Copilot runtime streams over ASGI; Django's runserver serves WSGI.",
+            hint="Serve the project with an ASGI server: `uvicorn <project>.asgi:application` "
+            "(or add 'daphne' first in INSTALLED_APPS to make runserver serve ASGI).",
+            id=f"{TAG}.E007",
+        )
+
+
+def _anonymous(configured: dict[str, Any]) -> Iterable[Warning]:
+    if configured.get("ALLOW_ANONYMOUS") is True and not settings.DEBUG:
+        yield Warning(
+            "COPILOT_RUNTIME['ALLOW_ANONYMOUS'] is on with DEBUG off: anyone who can reach the "
+            "runtime can spend the project's model budget.",
+            hint="Leave ALLOW_ANONYMOUS unset (anonymous callers only while DEBUG is on), or "
+            "authenticate callers with a session or an API token.",
+            id=f"{TAG}.W001",
+        )
+
+
+@register(Tags.compatibility, TAG)
+def check_runtime_settings(app_configs: Any = None, **_: Any) -> list[Error | Warning]:
+    configured, problems = _configured()
+    messages: list[Error | Warning] = list(problems)
+    messages.extend(_unknown_keys(configured))
+    messages.extend(_wrong_types(configured))
+    messages.extend(_dotted_paths(configured))
+    messages.extend(_executor(configured))
+    messages.extend(_served_by_wsgi())
+    messages.extend(_anonymous(configured))
+    if not any(isinstance(m, Error) and m.id == f"{TAG}.E002" for m in messages):
+        messages.extend(_agents_and_adapters())
+    return messages
