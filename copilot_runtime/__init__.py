@@ -1,5 +1,6 @@
-"""The self-hosted CopilotKit runtime for Django: project configuration and runtime engine."""
+"""The self-hosted CopilotKit runtime for Django.
 
-from copilot_runtime.celery import app as celery_app
-
-__all__ = ["celery_app"]
+Importing the app configures nothing: the standalone site's settings load its Celery app
+(``copilot_runtime.celery``); a host project's own Celery app finds the runtime's tasks
+(``shared_task`` in ``agents.tasks``) with ``autodiscover_tasks()``.
+"""

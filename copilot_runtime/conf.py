@@ -23,6 +23,8 @@ DEFAULTS: dict[str, Any] = {
     # Who may call the runtime without a session or a bearer token. None: only while DEBUG is
     # on (anonymous callers could otherwise spend the project's model budget).
     "ALLOW_ANONYMOUS": None,
+    # Where the runtime is mounted (copilot_runtime/mount.py; include copilot_runtime.urls there).
+    "PATH": "/api/copilotkit",
     # Browser origins served cross-origin (CORS) and trusted for cookie-authenticated POSTs.
     "CORS_ALLOWED_ORIGINS": [],
     # Requests larger than this are refused with 413.

@@ -75,13 +75,13 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
-ROOT_URLCONF = "copilot_runtime.urls"
+ROOT_URLCONF = "copilot_runtime.site_urls"
 ASGI_APPLICATION = "copilot_runtime.asgi.application"
 
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -206,3 +206,7 @@ CELERY_BEAT_SCHEDULE = {
     # Fail runs whose worker died, even when nobody is watching them.
     "reap-stale-runs": {"task": "copilot.reap_stale_runs", "schedule": 10.0},
 }
+
+# The standalone site's Celery app, loaded with its settings as the official Django pattern
+# loads it from the project package (a host project's own app finds the runtime's tasks).
+from copilot_runtime.celery import app as celery_app  # noqa: E402, F401

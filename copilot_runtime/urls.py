@@ -1,16 +1,20 @@
-from django.contrib import admin
-from django.urls import path, re_path
+"""The runtime's URLs, to include at its mount point (``copilot_runtime.mount``):
 
-from copilot_runtime.agui import demo
-from copilot_runtime.http import endpoint, health
+    path("api/copilotkit", include("copilot_runtime.urls"))
 
+serves both protocols at ``/api/copilotkit`` and every sub-route (``/info``, ``/agent/...``,
+``/threads...``). The standalone site's own URLconf is ``copilot_runtime.site_urls``.
+"""
+
+from django.urls import re_path
+
+from copilot_runtime.http import endpoint
+
+app_name = "copilot_runtime"
+
+# The mount point has no trailing slash (clients POST to ``/api/copilotkit``), so what follows
+# it may start with one; ``(?:/)?`` rather than ``/?`` keeps Django's leading-slash check quiet.
 urlpatterns = [
-    path("", demo.demo_chat, name="demo-chat"),
-    path("healthz", health.healthz, name="healthz"),
-    path("readyz", health.readyz, name="readyz"),
-    path("admin/", admin.site.urls),
-    re_path(r"^api/copilotkit/?$", endpoint.copilotkit_endpoint, name="copilotkit"),
-    re_path(
-        r"^api/copilotkit/(?P<subpath>.+)$", endpoint.copilotkit_subpath, name="copilotkit-subpath"
-    ),
+    re_path(r"^(?:/)?$", endpoint.copilotkit_endpoint, name="copilotkit"),
+    re_path(r"^(?:/)?(?P<subpath>.+)$", endpoint.copilotkit_subpath, name="copilotkit-subpath"),
 ]

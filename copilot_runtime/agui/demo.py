@@ -1,8 +1,9 @@
 """The demo chat page at ``/``: a small chat on the v2 endpoints, no build step.
 
-The page itself (``templates/demo/chat.html``) talks to ``/api/copilotkit`` with ``fetch`` and a
-streaming reader, as any AG-UI client would; the view only hands it the URLs it needs and a
-CSRF token, so a visitor logged in to the admin chats under their own account.
+The page itself (``templates/copilot_runtime/demo/chat.html`` in this app) talks to
+``/api/copilotkit`` with ``fetch`` and a streaming reader, as any AG-UI client would; the view
+only hands it the URLs it needs and a CSRF token, so a visitor logged in to the admin chats
+under their own account.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def demo_chat(request: HttpRequest) -> HttpResponse:
     )
     return render(
         request,
-        "demo/chat.html",
+        "copilot_runtime/demo/chat.html",
         {
             "runtime_url": request.META.get("SCRIPT_NAME", "").rstrip("/") + RUNTIME_PATH_PREFIX,
             "agent_id": DEFAULT_AGENT_NAME,

@@ -22,12 +22,14 @@ from agents.remote.announced import announced_agents_refresh
 from copilot_runtime.agui import responses, routes, runs, threads
 from copilot_runtime.agui.info import runtime_info
 from copilot_runtime.auth import AuthenticationFailed, Caller, resolve_caller
+from copilot_runtime.http.asgi_only import asgi_required, streams_over_wsgi
 from copilot_runtime.http.body import BodyRefusal, read_json_body
 from copilot_runtime.http.responses import REFUSED_VALUE, json_response
+from copilot_runtime.mount import RUNTIME_PATH
 
 logger = logging.getLogger(__name__)
 
-RUNTIME_PREFIX = "/api/copilotkit/"
+RUNTIME_PREFIX = RUNTIME_PATH + "/"
 _BODY_ROUTES = frozenset({routes.AGENT_RUN, routes.AGENT_CONNECT, routes.AGENT_SUGGEST})
 ENVELOPE_NOT_JSON = "Single-route endpoint expects JSON payloads"
 ENVELOPE_INVALID_JSON = "Invalid JSON payload"
@@ -150,6 +152,8 @@ async def _dispatch(
     resource: Resource | None = None,
 ) -> HttpResponse:
     method = route.method
+    if streams_over_wsgi(request, streaming=method in _BODY_ROUTES):
+        return asgi_required()
     if method == routes.INFO:
         await announced_agents_refresh()
         return json_response(runtime_info(single_route=single_route))

@@ -16,6 +16,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from copilot_runtime.agui import views as agui_views
 from copilot_runtime.auth import AuthenticationFailed, resolve_caller
+from copilot_runtime.http.asgi_only import asgi_required, streams_over_wsgi
 from copilot_runtime.http.body import BodyRefusal, read_json_body
 from copilot_runtime.http.graphql_http import (
     database_unavailable,
@@ -60,6 +61,8 @@ async def _dispatch(request: HttpRequest) -> HttpResponse:
         )
 
     if "query" in body:
+        if streams_over_wsgi(request, streaming="generateCopilotResponse" in str(body["query"])):
+            return asgi_required()
         try:
             caller = await resolve_caller(request)
         except AuthenticationFailed as exc:

@@ -1,7 +1,14 @@
-"""The websocket application served at ``/api/copilotkit`` (mounted by ``copilot_runtime.asgi``)."""
+"""The websocket route of the runtime, at its mount point (``copilot_runtime.mount``).
+
+``websocket_urlpatterns`` is what a host project adds to its ``ProtocolTypeRouter``
+(``copilot_runtime.routing`` re-exports it, the Channels convention); the route carries its
+own origin check and session authentication, so it works inside or outside the host's
+middleware. ``websocket_application()`` is the standalone site's whole websocket side.
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from channels.auth import AuthMiddlewareStack
@@ -9,16 +16,22 @@ from channels.routing import URLRouter
 from django.urls import re_path
 
 from copilot_runtime.graphql.schema import schema
+from copilot_runtime.mount import RUNTIME_ROUTE
 from copilot_runtime.ws.consumer import RuntimeGraphQLWSConsumer
 from copilot_runtime.ws.origins import RuntimeOriginValidator
 
-WEBSOCKET_PATH = r"^api/copilotkit/?$"
+WEBSOCKET_PATH = rf"^{re.escape(RUNTIME_ROUTE)}/?$"
+
+websocket_urlpatterns = [
+    re_path(
+        WEBSOCKET_PATH,
+        # Origin check, then the Django session, then the GraphQL consumer.
+        RuntimeOriginValidator(
+            AuthMiddlewareStack(RuntimeGraphQLWSConsumer.as_asgi(schema=schema))
+        ),
+    )
+]
 
 
 def websocket_application() -> Any:
-    """Origin check, then the Django session, then the GraphQL consumer."""
-    return RuntimeOriginValidator(
-        AuthMiddlewareStack(
-            URLRouter([re_path(WEBSOCKET_PATH, RuntimeGraphQLWSConsumer.as_asgi(schema=schema))])
-        )
-    )
+    return URLRouter(websocket_urlpatterns)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 import pytest
-from django.test import Client, override_settings
+from django.test import AsyncClient, Client, override_settings
 
 from tests.copilot_runtime.graphql.helpers import document
 from tests.copilot_runtime.http.helpers import (
@@ -207,8 +207,8 @@ def test_bad_graphql_is_200_with_errors(
     assert fragment in messages
 
 
-def test_a_streaming_operation_without_a_streaming_accept_is_406(client: Client) -> None:
-    response = client.post(
+async def test_a_streaming_operation_without_a_streaming_accept_is_406() -> None:
+    response = await AsyncClient().post(
         ENDPOINT,
         data=orjson.dumps(
             {
