@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -39,6 +40,9 @@ class LangGraphServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> Self:
+        # The dev server saves its threads under .langgraph_api and loads them back on start:
+        # every session starts from an empty server.
+        shutil.rmtree(HERE / ".langgraph_api", ignore_errors=True)
         env = {
             **os.environ,
             "FAKE_MODEL_BASE_URL": self.model_base_url,
