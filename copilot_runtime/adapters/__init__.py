@@ -10,6 +10,7 @@ as before: OpenAI-compatible when a key is set, else the offline demo model.
 from __future__ import annotations
 
 import asyncio
+import os
 import weakref
 from typing import Any
 
@@ -17,7 +18,7 @@ import orjson
 
 from copilot_runtime.adapters.base import ModelAdapter
 from copilot_runtime.adapters.kinds import adapter_build, adapter_spec_check
-from copilot_runtime.conf import runtime_settings
+from copilot_runtime.conf import DEFAULTS, runtime_settings
 
 # Adapters hold an HTTP connection pool, which belongs to the event loop that opened it: one
 # adapter per loop and configuration, reused across turns.
@@ -32,16 +33,21 @@ def runtime_adapter_spec() -> dict[str, Any]:
     configured = conf.get("ADAPTER")
     if isinstance(configured, dict) and configured:
         return dict(configured)
+    # In a host project the model comes from COPILOT_RUNTIME, else from the environment
+    # variables the standalone site reads.
+    api_key = conf["OPENAI_API_KEY"] or os.environ.get("OPENAI_API_KEY", "")
     kind = conf["MODEL_ADAPTER"]
     if kind == "auto":
-        kind = "openai" if conf["OPENAI_API_KEY"] else "demo"
+        kind = "openai" if api_key else "demo"
     if kind != "openai":
         return {"kind": kind}
     return {
         "kind": "openai",
-        "api_key": conf["OPENAI_API_KEY"],
-        "base_url": conf["OPENAI_BASE_URL"],
-        "model": conf["OPENAI_MODEL"],
+        "api_key": api_key,
+        "base_url": conf["OPENAI_BASE_URL"] or os.environ.get("OPENAI_BASE_URL", ""),
+        "model": conf["OPENAI_MODEL"]
+        if conf["OPENAI_MODEL"] != DEFAULTS["OPENAI_MODEL"]
+        else os.environ.get("OPENAI_MODEL") or conf["OPENAI_MODEL"],
         "timeout_seconds": float(conf["OPENAI_TIMEOUT_SECONDS"]),
         "max_retries": int(conf["OPENAI_MAX_RETRIES"]),
         "system_role": str(conf["OPENAI_SYSTEM_ROLE"]),

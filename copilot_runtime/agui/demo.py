@@ -14,15 +14,13 @@ from django.urls import reverse
 from django.views.decorators.csrf import ensure_csrf_cookie
 
 from agents.registry import DEFAULT_AGENT_NAME
-from copilot_runtime.conf import runtime_setting
+from copilot_runtime.adapters import runtime_adapter_spec
 from copilot_runtime.http.cors import RUNTIME_PATH_PREFIX
 
 
 @ensure_csrf_cookie
 def demo_chat(request: HttpRequest) -> HttpResponse:
-    model_configured = bool(runtime_setting("OPENAI_API_KEY")) or (
-        runtime_setting("MODEL_ADAPTER") == "openai"
-    )
+    model_configured = runtime_adapter_spec()["kind"] != "demo"
     return render(
         request,
         "copilot_runtime/demo/chat.html",

@@ -78,3 +78,24 @@ def test_a_misconfigured_adapter_refuses_the_turn_before_it_starts() -> None:
         pytest.raises(CopilotKitError, match="ADAPTER: unknown adapter kind"),
     ):
         check_agent_runnable(agent_get("default"))
+
+
+def test_in_a_host_project_the_model_falls_back_to_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://models.local/v1")
+    monkeypatch.setenv("OPENAI_MODEL", "gpt-env")
+    with override_settings(COPILOT_RUNTIME={}):
+        spec = adapter_spec_for(None)
+    assert (spec["kind"], spec["api_key"], spec["base_url"], spec["model"]) == (
+        "openai",
+        "sk-env",
+        "http://models.local/v1",
+        "gpt-env",
+    )
+    # COPILOT_RUNTIME wins over the environment.
+    conf = {"OPENAI_API_KEY": "sk-conf", "OPENAI_MODEL": "gpt-conf"}
+    with override_settings(COPILOT_RUNTIME=conf):
+        spec = adapter_spec_for(None)
+    assert (spec["api_key"], spec["model"]) == ("sk-conf", "gpt-conf")
