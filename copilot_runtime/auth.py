@@ -15,8 +15,9 @@ from django.http import HttpRequest
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils import timezone
 
-from copilot_runtime.conf import anonymous_allowed, runtime_setting
+from copilot_runtime.conf import anonymous_allowed
 from copilot_runtime.errors import CopilotKitError, ErrorCode
+from copilot_runtime.http.cors import origin_listed
 from copilot_runtime.models import ApiToken, token_generate, token_hash
 
 # Recording every use would be a write per request; once a minute is precise enough.
@@ -63,7 +64,7 @@ def token_user(raw_token: str) -> AbstractBaseUser | None:
 
 def origin_is_allowed(request: HttpRequest) -> bool:
     origin = request.headers.get("Origin")
-    return bool(origin) and origin in set(runtime_setting("CORS_ALLOWED_ORIGINS") or [])
+    return bool(origin) and origin_listed(origin)
 
 
 def check_csrf(request: HttpRequest) -> None:

@@ -27,6 +27,9 @@ DEFAULTS: dict[str, Any] = {
     "PATH": "/api/copilotkit",
     # Browser origins served cross-origin (CORS) and trusted for cookie-authenticated POSTs.
     "CORS_ALLOWED_ORIGINS": [],
+    # While DEBUG is on, loopback origins on any port are allowed too (a React dev server on
+    # localhost:3000 against the runtime on :8000 works with no setting).
+    "CORS_LOOPBACK_IN_DEBUG": True,
     # Requests larger than this are refused with 413.
     "MAX_BODY_BYTES": 10 * 1024 * 1024,
     # Agents besides ``default``: {name: {"description": ..., "kind": ..., ...}}. Kinds (see

@@ -8,18 +8,50 @@ usual fixed header lists cannot express.
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Awaitable, Callable
+from urllib.parse import urlsplit
 
 from asgiref.sync import markcoroutinefunction
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
 from copilot_runtime.conf import runtime_setting
 from copilot_runtime.mount import RUNTIME_PATH
 
+logger = logging.getLogger(__name__)
+
 RUNTIME_PATH_PREFIX = RUNTIME_PATH
 _ALLOWED_METHODS = "GET, POST, PATCH, DELETE, OPTIONS"
 _EXPOSED_HEADERS = "Content-Type"
 _PREFLIGHT_MAX_AGE = "600"
+
+
+_LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+# Origins whose refused preflight was logged (once each: a page retries on every render).
+_LOGGED_REFUSALS: set[str] = set()
+_LOGGED_REFUSALS_LIMIT = 1000
+
+
+def is_loopback_origin(origin: str) -> bool:
+    try:
+        parts = urlsplit(origin)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and parts.hostname in _LOOPBACK_HOSTS
+
+
+def origin_listed(origin: str) -> bool:
+    """Listed in ``CORS_ALLOWED_ORIGINS``, or, while DEBUG is on, a loopback origin on any
+    port (the React dev server on localhost:3000 against the runtime on :8000) unless
+    ``CORS_LOOPBACK_IN_DEBUG`` is off."""
+    if origin in set(runtime_setting("CORS_ALLOWED_ORIGINS") or []):
+        return True
+    return (
+        bool(settings.DEBUG)
+        and bool(runtime_setting("CORS_LOOPBACK_IN_DEBUG"))
+        and is_loopback_origin(origin)
+    )
 
 
 def allowed_origin(request: HttpRequest) -> tuple[str, bool] | None:
@@ -28,12 +60,29 @@ def allowed_origin(request: HttpRequest) -> tuple[str, bool] | None:
     origin = request.headers.get("Origin")
     if not origin or not request.path.startswith(RUNTIME_PATH_PREFIX):
         return None
-    allowed = runtime_setting("CORS_ALLOWED_ORIGINS") or []
-    if origin in allowed:
+    if origin_listed(origin):
         return origin, True
-    if "*" in allowed:
+    if "*" in (runtime_setting("CORS_ALLOWED_ORIGINS") or []):
         return origin, False
     return None
+
+
+def _log_refused_preflight(request: HttpRequest) -> None:
+    origin = request.headers.get("Origin")
+    if not origin or not request.path.startswith(RUNTIME_PATH_PREFIX):
+        return
+    if origin in _LOGGED_REFUSALS or len(_LOGGED_REFUSALS) >= _LOGGED_REFUSALS_LIMIT:
+        return
+    _LOGGED_REFUSALS.add(origin)
+    logger.warning(
+        "refused the CORS preflight of %s from origin %s: it is not in "
+        "COPILOT_RUNTIME['CORS_ALLOWED_ORIGINS']%s; the browser will block the request",
+        request.path,
+        origin,
+        " (loopback origins are allowed only while DEBUG is on)"
+        if is_loopback_origin(origin)
+        else "",
+    )
 
 
 def decorate(response: HttpResponse, allowed: tuple[str, bool]) -> HttpResponse:
@@ -78,14 +127,18 @@ class RuntimeCorsMiddleware:
         if self.is_async:
             return self.__acall__(request)
         origin = allowed_origin(request)
-        if origin and _is_preflight(request):
-            return _preflight(request, origin)
+        if _is_preflight(request):
+            if origin:
+                return _preflight(request, origin)
+            _log_refused_preflight(request)
         response = self.get_response(request)
         return decorate(response, origin) if origin else response
 
     async def __acall__(self, request: HttpRequest) -> HttpResponse:
         origin = allowed_origin(request)
-        if origin and _is_preflight(request):
-            return _preflight(request, origin)
+        if _is_preflight(request):
+            if origin:
+                return _preflight(request, origin)
+            _log_refused_preflight(request)
         response = await self.get_response(request)
         return decorate(response, origin) if origin else response

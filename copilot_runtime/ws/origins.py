@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from channels.security.websocket import WebsocketDenier
 
 from copilot_runtime.conf import runtime_setting
+from copilot_runtime.http.cors import origin_listed
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ def origin_decision(*, origin: str | None, host: str | None) -> OriginDecision:
     allowed = runtime_setting("CORS_ALLOWED_ORIGINS") or []
     normalized = normalized_origin(origin)
     listed = {normalized_origin(entry) for entry in allowed if entry != "*"}
-    if normalized is not None and normalized in listed:
+    if normalized is not None and (normalized in listed or origin_listed(normalized)):
         return OriginDecision.ALLOW
     if "*" in allowed:
         return OriginDecision.ALLOW_WITHOUT_CREDENTIALS

@@ -100,3 +100,51 @@ def test_no_origin_is_allowed_by_default(client: Client) -> None:
     response = preflight(client, ALLOWED, "content-type")
 
     assert "Access-Control-Allow-Origin" not in response
+
+
+# --- the development default --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "origin", ["http://localhost:3000", "http://127.0.0.1:5173", "http://[::1]:8080"]
+)
+def test_while_debug_is_on_loopback_origins_on_any_port_are_allowed(
+    client: Client, origin: str
+) -> None:
+    with override_settings(DEBUG=True, COPILOT_RUNTIME={}):
+        response = preflight(client, origin, "content-type")
+    assert response.status_code == 204
+    assert response["Access-Control-Allow-Origin"] == origin
+    assert response["Access-Control-Allow-Credentials"] == "true"
+
+
+@pytest.mark.parametrize(
+    ("debug", "conf"),
+    [(False, {}), (True, {"CORS_LOOPBACK_IN_DEBUG": False})],
+)
+def test_loopback_origins_are_not_allowed_in_production_or_when_turned_off(
+    client: Client, debug: bool, conf: dict
+) -> None:
+    with override_settings(DEBUG=debug, COPILOT_RUNTIME=conf):
+        response = preflight(client, "http://localhost:3000", "content-type")
+    assert "Access-Control-Allow-Origin" not in response
+
+
+def test_a_refused_preflight_says_why_in_the_log(
+    client: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    origin = "https://unlisted.example.org"
+    with override_settings(DEBUG=False, COPILOT_RUNTIME={}):
+        preflight(client, origin, "content-type")
+        preflight(client, origin, "content-type")
+    refusals = [r.getMessage() for r in caplog.records if "refused the CORS preflight" in r.message]
+    assert len(refusals) == 1  # once per origin
+    assert origin in refusals[0] and "CORS_ALLOWED_ORIGINS" in refusals[0]
+
+
+def test_a_non_loopback_origin_is_never_allowed_by_the_development_default(
+    client: Client,
+) -> None:
+    with override_settings(DEBUG=True, COPILOT_RUNTIME={}):
+        response = preflight(client, "http://localhost.evil.example.net:3000", "content-type")
+    assert "Access-Control-Allow-Origin" not in response
