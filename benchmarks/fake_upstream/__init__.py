@@ -1,7 +1,8 @@
 """A deterministic OpenAI-compatible fake upstream for the tests, end-to-end tests and benchmark.
 
 It is a plain asyncio HTTP/1.1 server (keep-alive, chunked streaming) that answers
-`POST /v1/chat/completions` (and `POST /chat/completions`) like the Chat Completions API:
+`POST /v1/messages` like Anthropic's Messages API (messages_api.py, from the same directives),
+and any `POST .../chat/completions` (Azure's deployment URLs too) like the Chat Completions API:
 `text/event-stream` chunks of `chat.completion.chunk` objects ending with `data: [DONE]`, or a
 whole `chat.completion` when `stream` is not true. With `stream_options.include_usage` a last
 chunk with `choices: []` and `usage` is sent. Usage is deterministic: `prompt_tokens` is the

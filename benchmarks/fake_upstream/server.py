@@ -1,4 +1,5 @@
-"""The asyncio HTTP/1.1 server: connections, routing, chat completions and control endpoints."""
+"""The asyncio HTTP/1.1 server: connections, routing, chat completions, Anthropic's Messages API
+(messages_api.py) and control endpoints."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import orjson
 
 from benchmarks.fake_upstream import http1
 from benchmarks.fake_upstream.directives import Directive, DirectiveError, parse_directive
+from benchmarks.fake_upstream.messages_api import MESSAGES_PATH, chat_shaped, send_messages_reply
 from benchmarks.fake_upstream.payloads import error_body
 from benchmarks.fake_upstream.plan import build_plan, chat_messages, find_directive
 from benchmarks.fake_upstream.responder import Outcome, ReplyIdentity, send_reply
@@ -96,8 +98,11 @@ class FakeUpstreamServer:
         if request is None:
             return False
         path = request.path.removeprefix("/v1") if request.path.startswith("/v1/") else request.path
-        if path == CHAT_PATH and request.method == "POST":
+        # Any path ending in /chat/completions: Azure's deployment URLs reach it too.
+        if path.endswith(CHAT_PATH) and request.method == "POST":
             return await self._chat(request, reader, writer)
+        if path == MESSAGES_PATH and request.method == "POST":
+            return await self._messages(request, reader, writer)
         if path.startswith(CONTROL_PREFIX):
             handler = self._control.get((request.method, path.removeprefix(CONTROL_PREFIX)))
             if handler is not None:
@@ -152,6 +157,50 @@ class FakeUpstreamServer:
                 ),
                 stream=body.get("stream") is True,
                 include_usage=include_usage,
+                reader=reader,
+                writer=writer,
+                keep_alive=request.keep_alive,
+            )
+        finally:
+            self.state.count("active", -1)
+        self.state.count(outcome.value)
+        if plan.error is not None and outcome is Outcome.COMPLETED:
+            self.state.count("errors")
+        return outcome is Outcome.COMPLETED and request.keep_alive
+
+    async def _messages(
+        self,
+        request: http1.HttpRequest,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> bool:
+        """Anthropic's Messages API (messages_api.py), from the same directives."""
+        try:
+            body = orjson.loads(request.body)
+        except orjson.JSONDecodeError as error:
+            return await _respond_invalid(writer, request, f"Request body is not JSON: {error}")
+        if not isinstance(body, dict):
+            return await _respond_invalid(writer, request, "Request body must be a JSON object")
+        number = self.state.record_request(body)
+        shaped = {"messages": chat_shaped(body)}
+        try:
+            directive = self.state.next_directive() or find_directive(shaped["messages"])
+        except DirectiveError as error:
+            return await _respond_invalid(writer, request, f"Invalid FAKE directive: {error}")
+        plan = build_plan(
+            body=shaped,
+            directive=directive,
+            request_number=number,
+            default_token_delay_ms=self.token_delay_ms,
+        )
+        model = body.get("model")
+        self.state.count("active")
+        try:
+            outcome = await send_messages_reply(
+                plan=plan,
+                message_id=f"msg_fake_{number}",
+                model=model if isinstance(model, str) and model else "fake-model",
+                stream=body.get("stream") is True,
                 reader=reader,
                 writer=writer,
                 keep_alive=request.keep_alive,

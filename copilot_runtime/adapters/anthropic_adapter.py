@@ -1,0 +1,302 @@
+"""Anthropic's Messages API, read raw like the OpenAI-compatible adapter.
+
+The engine speaks OpenAI-shaped messages and tools; this adapter turns them into a Messages
+request (instructions in ``system``, tool calls as ``tool_use`` blocks, tool results as
+``tool_result`` blocks in one user message, roles alternating) and the stream back into the
+engine's chunks: ``text_delta`` as text, a ``tool_use`` block start and its
+``input_json_delta`` fragments as a tool call, the stop reason in OpenAI's words, and the usage
+(cache reads and writes counted in the input, as AG-UI counts them). The request goes through
+the same transport (sse_transport.py: retries, timeouts, the runtime's error codes); the
+``anthropic`` package is used only by the tests, to prove the fake upstream's stream is what it
+parses.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+
+from copilot_runtime.adapters.base import (
+    FinishChunk,
+    ModelChunk,
+    ModelRequest,
+    TextChunk,
+    ToolCallChunk,
+    UpstreamError,
+    UsageChunk,
+)
+from copilot_runtime.adapters.sse_transport import SseTransport
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+_INSTRUCTION_ROLES = ("system", "developer")
+_STOP_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+}
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return "" if content is None else str(content)
+
+
+def _user_blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    blocks: list[dict[str, Any]] = []
+    for part in content or []:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "text":
+            blocks.append({"type": "text", "text": part.get("text", "")})
+        elif part.get("type") == "image_url":
+            url = str((part.get("image_url") or {}).get("url") or "")
+            head, _, data = url.partition(",")
+            if head.startswith("data:") and ";base64" in head:
+                media_type = head[len("data:") :].split(";", 1)[0]
+                blocks.append(
+                    {
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": media_type, "data": data},
+                    }
+                )
+    return blocks
+
+
+def _arguments(raw: Any) -> Any:
+    if isinstance(raw, dict):
+        return raw
+    try:
+        value = orjson.loads(raw or "{}")
+    except orjson.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def messages_request(request: ModelRequest) -> tuple[str, list[dict[str, Any]]]:
+    """(system, messages) for a Messages request: consecutive turns of one role merged."""
+    system: list[str] = []
+    messages: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].extend(blocks)
+        else:
+            messages.append({"role": role, "content": list(blocks)})
+
+    for message in request.messages:
+        role = message.get("role")
+        if role in _INSTRUCTION_ROLES:
+            text = _text(message.get("content"))
+            if text:
+                system.append(text)
+        elif role == "user":
+            add("user", _user_blocks(message.get("content")))
+        elif role == "assistant":
+            blocks: list[dict[str, Any]] = []
+            text = _text(message.get("content"))
+            if text:
+                blocks.append({"type": "text", "text": text})
+            for call in message.get("tool_calls") or []:
+                function = call.get("function") or {}
+                blocks.append(
+                    {
+                        "type": "tool_use",
+                        "id": call.get("id"),
+                        "name": function.get("name"),
+                        "input": _arguments(function.get("arguments")),
+                    }
+                )
+            add("assistant", blocks)
+        elif role == "tool":
+            add(
+                "user",
+                [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": message.get("tool_call_id"),
+                        "content": _text(message.get("content")),
+                    }
+                ],
+            )
+    return "\n\n".join(system), messages
+
+
+def _tool_choice(request: ModelRequest) -> dict[str, Any] | None:
+    choice = request.tool_choice
+    mapped: dict[str, Any] | None
+    if isinstance(choice, dict):
+        mapped = {"type": "tool", "name": (choice.get("function") or {}).get("name")}
+    elif choice == "required":
+        mapped = {"type": "any"}
+    elif choice in ("auto", "none"):
+        mapped = {"type": choice}
+    else:
+        mapped = None
+    if request.parallel_tool_calls is False:
+        mapped = {**(mapped or {"type": "auto"}), "disable_parallel_tool_use": True}
+    return mapped
+
+
+def request_body(request: ModelRequest, *, model: str, max_tokens: int) -> dict[str, Any]:
+    system, messages = messages_request(request)
+    body: dict[str, Any] = {
+        "model": request.model or model,
+        "max_tokens": request.max_tokens or max_tokens,
+        "messages": messages,
+        "stream": True,
+    }
+    if system:
+        body["system"] = system
+    if request.tools:
+        body["tools"] = [
+            {
+                "name": (tool.get("function") or {}).get("name"),
+                "description": (tool.get("function") or {}).get("description") or "",
+                "input_schema": (tool.get("function") or {}).get("parameters")
+                or {"type": "object", "properties": {}},
+            }
+            for tool in request.tools
+        ]
+        choice = _tool_choice(request)
+        if choice is not None:
+            body["tool_choice"] = choice
+    if request.stop:
+        body["stop_sequences"] = request.stop
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    return body
+
+
+class _StreamReader:
+    """One response's events as model chunks (stateful: block indexes to tool-call indexes)."""
+
+    def __init__(self) -> None:
+        self.calls: dict[int, int] = {}  # content block index -> tool call index
+        self.usage = UsageChunk()
+        self.cache_write = 0
+        self.stopped = False  # message_stop seen: the stream ended as it should
+
+    def feed(self, event: dict[str, Any]) -> list[ModelChunk]:
+        kind = event.get("type")
+        if kind == "content_block_delta":
+            delta = event.get("delta") or {}
+            if delta.get("type") == "text_delta":
+                return [TextChunk(delta.get("text") or "")] if delta.get("text") else []
+            if delta.get("type") == "input_json_delta":
+                index = self.calls.get(event.get("index", -1))
+                fragment = delta.get("partial_json") or ""
+                if index is None or not fragment:
+                    return []
+                return [ToolCallChunk(index=index, id=None, name=None, arguments_delta=fragment)]
+            return []
+        if kind == "content_block_start":
+            block = event.get("content_block") or {}
+            if block.get("type") != "tool_use":
+                return []
+            index = self.calls[event.get("index", len(self.calls))] = len(self.calls)
+            return [
+                ToolCallChunk(
+                    index=index, id=block.get("id"), name=block.get("name"), arguments_delta=""
+                )
+            ]
+        if kind == "message_start":
+            self._count((event.get("message") or {}).get("usage") or {})
+            return []
+        if kind == "message_delta":
+            self._count(event.get("usage") or {})
+            reason = (event.get("delta") or {}).get("stop_reason")
+            return [FinishChunk(_STOP_REASONS.get(reason, reason))] if reason else []
+        if kind == "message_stop":
+            self.stopped = True
+            return []
+        if kind == "error":
+            error = event.get("error") or {}
+            raise UpstreamError(
+                f"The model service failed mid-stream: {error.get('message') or error}",
+                code="UPSTREAM_ERROR",
+            )
+        return []
+
+    def _count(self, usage: dict[str, Any]) -> None:
+        if "input_tokens" in usage:
+            self.usage.input_tokens = int(usage.get("input_tokens") or 0)
+        if "cache_read_input_tokens" in usage:
+            self.usage.cached_input_tokens = int(usage.get("cache_read_input_tokens") or 0)
+        if "cache_creation_input_tokens" in usage:
+            self.cache_write = int(usage.get("cache_creation_input_tokens") or 0)
+        if "output_tokens" in usage:
+            self.usage.output_tokens = int(usage.get("output_tokens") or 0)
+
+    def total_usage(self) -> UsageChunk:
+        # Anthropic counts cache reads and writes beside input_tokens; AG-UI's inputTokens
+        # includes them.
+        usage = self.usage
+        usage.input_tokens += usage.cached_input_tokens + self.cache_write
+        return usage
+
+
+class AnthropicAdapter:
+    name = "anthropic"
+    provider = "anthropic.messages"
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        base_url: str | None,
+        model: str,
+        timeout: float,
+        max_retries: int,
+        max_tokens: int = 4096,
+        version: str = "2023-06-01",
+    ) -> None:
+        self.default_model = model
+        self.max_tokens = max_tokens
+        root = base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
+        self._url = root.rstrip("/") + "/v1/messages"
+        headers = {
+            "x-api-key": api_key or os.environ.get("ANTHROPIC_API_KEY", ""),
+            "anthropic-version": version,
+            "Accept": "text/event-stream",
+        }
+        self._transport = SseTransport(headers=headers, timeout=timeout, max_retries=max_retries)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
+        body = request_body(request, model=self.default_model, max_tokens=self.max_tokens)
+        reader = _StreamReader()
+        try:
+            async for data in self._transport.events(self._url, body):
+                if not data:
+                    continue
+                event = orjson.loads(data)
+                if isinstance(event, dict):
+                    for chunk in reader.feed(event):
+                        yield chunk
+        except UpstreamError:
+            raise
+        except orjson.JSONDecodeError as exc:
+            raise UpstreamError(
+                "The model service sent a malformed stream event.", code="UPSTREAM_BAD_STREAM"
+            ) from exc
+        except Exception as exc:
+            raise UpstreamError(
+                "The model service closed the stream before it finished.",
+                code="UPSTREAM_STREAM_CUT",
+            ) from exc
+        if not reader.stopped:
+            raise UpstreamError(
+                "The model service closed the stream before it finished.",
+                code="UPSTREAM_STREAM_CUT",
+            )
+        yield reader.total_usage()
