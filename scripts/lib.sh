@@ -66,6 +66,8 @@ find_python311() {
 # Creates .venv when missing and (re)installs the project when pyproject.toml is newer than the
 # stamp of that install. The test install is a superset of the runtime one, so a fresh test stamp
 # also satisfies `runtime`.
+LOCK_FILE="$REPO_ROOT/requirements.lock"
+
 ensure_venv() {
     local flavour="$1"
     local spec="."
@@ -86,19 +88,37 @@ ensure_venv() {
         rm -f "$VENV_DIR"/.installed-*
     fi
 
-    if [ -f "$stamp" ] && [ ! "$pyproject" -nt "$stamp" ]; then
+    if [ -f "$stamp" ] && [ ! "$pyproject" -nt "$stamp" ] && [ ! "$LOCK_FILE" -nt "$stamp" ]; then
         log "$VENV_DIR is up to date for '$spec'"
         return 0
     fi
-    if [ "$flavour" = "runtime" ] && [ -f "$test_stamp" ] && [ ! "$pyproject" -nt "$test_stamp" ]; then
+    if [ "$flavour" = "runtime" ] && [ -f "$test_stamp" ] && [ ! "$pyproject" -nt "$test_stamp" ] &&
+        [ ! "$LOCK_FILE" -nt "$test_stamp" ]; then
         log "$VENV_DIR is up to date (test install covers the runtime)"
         return 0
     fi
 
-    log "pip install -e '$spec'"
-    (cd "$REPO_ROOT" && "$VENV_PYTHON" -m pip install --quiet -e "$spec") ||
-        die "pip install -e '$spec' failed (see the output above)"
+    pip_install_locked "$spec"
     touch "$stamp"
+}
+
+# pip_install_locked SPEC: the project with SPEC's extras, at the versions requirements.lock
+# pins (the pyproject ranges stay for host projects). Shows each package as it is fetched, so
+# the minute a fresh machine takes is not silent.
+pip_install_locked() {
+    local spec="$1"
+    log "installing '$spec' at the versions of requirements.lock (about a minute on a fresh machine)"
+    (cd "$REPO_ROOT" && "$VENV_PYTHON" -m pip install --disable-pip-version-check \
+        -c "$LOCK_FILE" -e "$spec" 2>&1 |
+        while IFS= read -r line; do
+            case "$line" in
+            Collecting*) line="${line#Collecting }" && printf '  %s\n' "${line%% (from*}" ;;
+            Successfully\ installed*) printf '  %s\n' "$line" ;;
+            ERROR*|error*) printf '%s\n' "$line" >&2 ;;
+            esac
+        done
+        exit "${PIPESTATUS[0]}") ||
+        die "pip install -e '$spec' failed (run it by hand to see why: $VENV_PYTHON -m pip install -c requirements.lock -e '$spec')"
 }
 
 require_venv() {

@@ -25,7 +25,12 @@ fi
 log "python manage.py migrate --noinput"
 "$VENV_PYTHON" manage.py migrate --noinput
 
-log "serving on http://$HOST:$PORT/ (uvicorn; Ctrl-C to stop)"
+if ! "$VENV_PYTHON" manage.py shell -c \
+    "from django.contrib.auth import get_user_model as m; raise SystemExit(0 if m().objects.filter(is_superuser=True).exists() else 1)" \
+    >/dev/null 2>&1; then
+    log "no admin user yet: create one with '$VENV_PYTHON manage.py createsuperuser', then open http://$HOST:$PORT/admin/"
+fi
+log "serving on http://$HOST:$PORT/ (uvicorn; Ctrl-C to stop); the runtime is at http://$HOST:$PORT/api/copilotkit"
 # exec: uvicorn receives the signals sent to this script (Ctrl-C, SIGTERM from a supervisor).
 exec "$VENV_DIR/bin/uvicorn" copilot_runtime.asgi:application --host "$HOST" --port "$PORT" \
     --loop uvloop --http httptools --ws websockets --no-access-log --log-level warning

@@ -268,13 +268,12 @@ start_redis() {
 # installed next to `test`, re-installed when pyproject.toml is newer than its stamp.
 ensure_test_peers() {
     local stamp="$VENV_DIR/.installed-test-agents"
-    if [ -f "$stamp" ] && [ ! "$REPO_ROOT/pyproject.toml" -nt "$stamp" ]; then
-        log "$VENV_DIR is up to date for '.[test,test-agents,otel]'"
+    if [ -f "$stamp" ] && [ ! "$REPO_ROOT/pyproject.toml" -nt "$stamp" ] &&
+        [ ! "$LOCK_FILE" -nt "$stamp" ]; then
+        log "$VENV_DIR is up to date for '.[test,test-agents,otel,langgraph,langchain]'"
         return 0
     fi
-    log "pip install -e '.[test,test-agents,otel]'"
-    (cd "$REPO_ROOT" && "$VENV_PYTHON" -m pip install --quiet -e ".[test,test-agents,otel]") ||
-        die "pip install -e '.[test,test-agents,otel]' failed (see the output above)"
+    pip_install_locked ".[test,test-agents,otel,langgraph,langchain]"
     touch "$stamp"
 }
 
