@@ -326,6 +326,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         warmup=0.0,
                     ),
                 )
+        if "adapters" in rows:
+            results["rows"]["adapters"] = _adapters_row(
+                args, env=env, log_dir=log_dir, stack=stack, openai=ours, fake_port=fake_port
+            )
         if "celery" in rows:
             results["rows"]["celery"] = _celery_row(
                 args, env=env, log_dir=log_dir, stack=stack, inline=ours, ts_v1=ts_servers[V1]
@@ -333,6 +337,51 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     results["finished"] = time.time()
     results["log_dir"] = str(log_dir)
     return results
+
+
+def _adapters_row(
+    args: argparse.Namespace,
+    *,
+    env: dict[str, str],
+    log_dir: Path,
+    stack: contextlib.ExitStack,
+    openai: Server,
+    fake_port: int,
+) -> dict[str, Any]:
+    """The Anthropic adapter's path against the OpenAI-compatible one, on the same fake and
+    load (v2 conversation): both read the provider's stream raw, so their costs should match."""
+    adapter = {
+        "kind": "anthropic",
+        "api_key": "bench",
+        "base_url": f"http://127.0.0.1:{fake_port}",
+        "model": "claude-bench",
+        "max_retries": 0,
+    }
+    port = free_port()
+    managed = start_server(
+        port=port,
+        env={**env, "COPILOT_RUNTIME_ADAPTER": json.dumps(adapter)},
+        log_dir=log_dir,
+        server=args.server,
+        name="anthropic-web",
+    )
+    stack.callback(managed.stop)
+    anthropic = Server(name="project (anthropic)", url=f"http://127.0.0.1:{port}", managed=managed)
+    _warm(anthropic, V2)
+    print(f"[bench] adapters: v2 conversation C={args.users}, openai | anthropic", flush=True)
+    return alternate(
+        {"openai": openai, "anthropic": anthropic},
+        args.rounds,
+        lambda s: measure_load(
+            s,
+            protocol=V2,
+            users=args.users,
+            tokens=50,
+            turns_per_thread=40,
+            seconds=args.duration,
+            warmup=args.warmup,
+        ),
+    )
 
 
 def _celery_row(
@@ -439,6 +488,23 @@ def table_rows(results: dict[str, Any]) -> list[Row]:
         add(label, "TTFT p95 ms", ts, ours, "ttft_p95_ms", "lower")
         add(label, "server CPU ms/req", ts, ours, "cpu_ms_per_req", "lower")
         add(label, "peak RSS MiB", ts, ours, "peak_rss_mib", "lower")
+    adapters = found.get("adapters") or {}
+    if adapters.get("anthropic") is not None:
+        label = f"v2 conversation C={results['args']['users']} (openai | anthropic adapter)"
+        for metric, key, better in (
+            ("req/s", "req_s", True),
+            ("server CPU ms/req", "cpu_ms_per_req", False),
+        ):
+            rows.append(
+                Row(
+                    label=label,
+                    metric=metric,
+                    ts=(adapters.get("openai") or {}).get(key),
+                    ours=adapters["anthropic"].get(key),
+                    higher_is_better=better,
+                    columns=("openai", "anthropic"),
+                )
+            )
     celery = found.get("celery") or {}
     if "hop" in celery:
         inline, shape = celery["hop"].get("inline"), celery["hop"].get("celery")
@@ -461,7 +527,7 @@ def table_rows(results: dict[str, Any]) -> list[Row]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", default="conv,single,flat,paced,celery")
+    parser.add_argument("--rows", default="conv,single,flat,paced,adapters,celery")
     parser.add_argument("--users", type=int, default=50)
     parser.add_argument("--duration", type=float, default=15.0, help="measured seconds per load")
     parser.add_argument("--warmup", type=float, default=3.0)
