@@ -56,10 +56,6 @@ def copilotkit_interrupt(value: Any, messages: list[dict[str, Any]] | None = Non
     )
 
 
-def is_interrupt(event: MetaEvent) -> bool:
-    return event.name in INTERRUPT_EVENT_NAMES
-
-
 def interrupt_answer(
     meta_events: list[dict[str, Any]], pending: list[MetaEvent] | None = None
 ) -> InterruptAnswer | None:

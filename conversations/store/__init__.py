@@ -40,8 +40,3 @@ def turn_store() -> TurnStore:
     from copilot_runtime.conf import runtime_setting
 
     return _store_for(str(runtime_setting("TURN_STORE")).strip().lower())
-
-
-def turn_store_reset() -> None:
-    """Forget the chosen store (tests that switch databases)."""
-    _store_for.cache_clear()

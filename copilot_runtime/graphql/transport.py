@@ -26,7 +26,6 @@ _MULTIPART_PREAMBLE = b"\r\n---"
 _MULTIPART_PART_HEAD = b"\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: "
 _MULTIPART_END = b"--\r\n"
 _SSE_COMPLETE = b"event: complete\ndata:\n\n"
-_SSE_KEEPALIVE = b":\n\n"
 
 
 def encode_json(payload: Any) -> bytes:
@@ -53,11 +52,6 @@ def sse_next(payload: Any) -> bytes:
 
 def sse_complete() -> bytes:
     return _SSE_COMPLETE
-
-
-def sse_keepalive() -> bytes:
-    """An SSE comment line; keeps proxies from timing out an idle stream."""
-    return _SSE_KEEPALIVE
 
 
 def _accepted_media_types(accept_header: str | None) -> set[str]:

@@ -55,7 +55,3 @@ def rules_with_trip_counts() -> QuerySet[GuardrailRule]:
 
 def rule_recent_evaluations(*, rule: GuardrailRule, limit: int = 20) -> list[GuardrailEvaluation]:
     return list(rule.evaluations.order_by("-created_at", "-pk")[:limit])
-
-
-def rule_trip_count(*, rule: GuardrailRule) -> int:
-    return rule.evaluations.filter(verdict=DENIED).count()

@@ -86,10 +86,3 @@ def read_json_body(request: HttpRequest) -> JsonBody | BodyRefusal:
     if not json_writable(value):
         return BodyRefusal(400, "invalid_json", TOO_DEEP)
     return JsonBody(value)
-
-
-def check_json_body(request: HttpRequest) -> JsonBody | HttpResponse:
-    """The parsed JSON body, or the response refusing it (413, 415 or 400) in the runtime's
-    generic JSON error shape."""
-    parsed = read_json_body(request)
-    return parsed.response() if isinstance(parsed, BodyRefusal) else parsed
