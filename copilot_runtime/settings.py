@@ -49,6 +49,21 @@ if PRODUCTION and (DEBUG or SECRET_KEY == DEFAULT_SECRET_KEY):
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 
+# HTTPS, from the environment (`manage.py check --deploy` is clean with the production
+# configuration the README documents). Behind a TLS-terminating proxy, trust its
+# X-Forwarded-Proto (SECURE_PROXY_SSL_HEADER=HTTP_X_FORWARDED_PROTO); cookies are secure-only
+# in production; HSTS and the HTTPS redirect are opt-in (the health checks stay on plain HTTP
+# for the load balancer).
+if os.environ.get("SECURE_PROXY_SSL_HEADER"):
+    SECURE_PROXY_SSL_HEADER = (os.environ["SECURE_PROXY_SSL_HEADER"], "https")
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "0"))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", PRODUCTION)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", PRODUCTION)
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",

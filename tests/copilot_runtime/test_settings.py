@@ -74,3 +74,48 @@ def test_development_defaults_welcome_anonymous_callers_with_debug_on() -> None:
 
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["True", "True", "True"]
+
+
+# The production configuration the README documents (section Production).
+DOCUMENTED_PRODUCTION = {
+    "ENVIRONMENT": "production",
+    "DEBUG": "false",
+    "SECRET_KEY": "a-long-random-secret-key-of-our-own-0123456789-abcdefghijklmnopqrstuvwxyz",
+    "ALLOWED_HOSTS": "copilot.example.com",
+    "SECURE_PROXY_SSL_HEADER": "HTTP_X_FORWARDED_PROTO",
+    "SECURE_SSL_REDIRECT": "true",
+    "SECURE_HSTS_SECONDS": "31536000",
+    "SECURE_HSTS_INCLUDE_SUBDOMAINS": "true",
+    "SECURE_HSTS_PRELOAD": "true",
+}
+
+
+def manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    base = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in DOCUMENTED_PRODUCTION and not name.startswith("COPILOT_RUNTIME_")
+    }
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=REPO_ROOT,
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_check_deploy_is_clean_in_the_documented_production_configuration() -> None:
+    clean = manage("check", "--deploy", "--fail-level", "WARNING", **DOCUMENTED_PRODUCTION)
+    assert clean.returncode == 0, clean.stderr + clean.stdout
+    assert "no issues" in clean.stdout
+    # Without the HTTPS settings it says what is missing (the check can fail).
+    bare = {
+        key: DOCUMENTED_PRODUCTION[key]
+        for key in ("ENVIRONMENT", "DEBUG", "SECRET_KEY", "ALLOWED_HOSTS")
+    }
+    warned = manage("check", "--deploy", "--fail-level", "WARNING", **bare)
+    assert warned.returncode != 0
+    assert "security.W004" in warned.stderr + warned.stdout
