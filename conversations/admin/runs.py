@@ -16,10 +16,12 @@ from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_POST
 
+from conversations.admin.charts import usage_charts
 from conversations.admin.inspector import ACTIVE_RUN_STATUSES
 from conversations.admin.operations import run_stop
 from conversations.admin.rendering import cost_text, duration_text
 from conversations.admin.usage import (
+    ttft_by_day,
     usage_by_agent,
     usage_by_day,
     usage_by_model,
@@ -130,16 +132,18 @@ class RunAdmin(admin.ModelAdmin):
             period = "30"
         days = USAGE_PERIODS[period]
         since = timezone.now() - dt.timedelta(days=days) if days is not None else None
+        by_day, by_model = usage_by_day(since=since), usage_by_model(since=since)
         context: dict[str, Any] = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
             "title": "Usage and cost",
             "period": period,
             "periods": list(USAGE_PERIODS),
-            "by_day": usage_by_day(since=since),
+            "by_day": by_day,
             "by_agent": usage_by_agent(since=since),
-            "by_model": usage_by_model(since=since),
+            "by_model": by_model,
             "by_thread": usage_by_thread(since=since),
+            "charts": usage_charts(by_day=by_day, by_model=by_model, ttft=ttft_by_day(since=since)),
         }
         return TemplateResponse(request, USAGE_TEMPLATE, context)
 

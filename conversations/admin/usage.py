@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, F, Max, Min, QuerySet, Sum
+from django.db.models import Avg, Count, F, Max, Min, QuerySet, Sum
 from django.db.models.functions import TruncDate
 
 from conversations.models import Run, Thread
@@ -113,3 +113,19 @@ def usage_by_thread(*, since: dt.datetime | None = None, limit: int = 25) -> lis
         .order_by(F("sum_cost").desc(nulls_last=True), "-sum_output_tokens", "thread_id")
     )[:limit]
     return [_row(row["thread_id"], row["thread__thread_id"], row) for row in rows]
+
+
+def ttft_by_day(*, since: dt.datetime | None = None) -> list[tuple[dt.date, float]]:
+    """The mean time to first token per day, in milliseconds, oldest first (runs that
+    streamed something)."""
+    rows = (
+        _runs_since(since)
+        .filter(first_token_at__isnull=False)
+        .annotate(day=TruncDate("created_at"))
+        .values("day")
+        .annotate(ttft=Avg(F("first_token_at") - F("created_at")))
+        .order_by("day")
+    )
+    return [
+        (row["day"], row["ttft"].total_seconds() * 1000) for row in rows if row["ttft"] is not None
+    ]

@@ -140,3 +140,49 @@ def test_the_report_needs_the_run_permission(
     client.force_login(staff)
 
     assert client.get(reverse("admin:conversations_run_usage")).status_code == 403
+
+
+# --- the charts -----------------------------------------------------------------------------------
+
+
+def test_the_report_draws_its_charts_on_the_server(
+    admin_client: Client, threads: dict[str, Thread]
+) -> None:
+    Run.objects.filter(pk="a1").update(first_token_at=NOW + dt.timedelta(milliseconds=250))
+    Run.objects.filter(pk="a2").update(
+        first_token_at=NOW - dt.timedelta(days=1) + dt.timedelta(milliseconds=750)
+    )
+    page = admin_client.get(reverse("admin:conversations_run_usage")).content.decode()
+
+    assert page.count('<figure class="ins-chart">') == 5
+    for title in (
+        "Tokens per day",
+        "Cost per day (USD)",
+        "Tokens per model",
+        "Cost per model (USD)",
+        "Time to first token, mean per day (ms)",
+    ):
+        assert f"<figcaption>{title}</figcaption>" in page
+    # Per day over 30 days: today and yesterday (the 40-day-old run is outside the period).
+    assert page.count('fill="#417690"><title>') >= 2 + 2 + 2 + 2
+    assert "250 ms" in page and "750 ms" in page  # one TTFT point per day, oldest first
+    assert page.index("750 ms") < page.index("250 ms")
+    # m2 (2.00 USD) is the largest cost bar, drawn first.
+    cost_chart = page[page.index("Cost per model (USD)") :]
+    assert cost_chart.index(">m2<") < cost_chart.index(">m1<")
+
+
+def test_chart_labels_are_escaped(admin_client: Client) -> None:
+    thread = Thread.objects.create(thread_id="thread-x")
+    _run(thread, "x1", days_ago=0, model="<script>alert(1)</script>")
+    page = admin_client.get(reverse("admin:conversations_run_usage")).content.decode()
+    assert "<script>alert(1)</script>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_a_period_without_runs_says_so_instead_of_drawing(admin_client: Client) -> None:
+    page = admin_client.get(reverse("admin:conversations_run_usage")).content.decode()
+    charts = page[page.index('<div class="ins-charts">') :]
+    charts = charts[: charts.index("</div>")]
+    assert charts.count("No runs in this period.") == 5
+    assert "<rect" not in charts
