@@ -21,6 +21,7 @@ from copilot_runtime.models import (
     GuardrailMatch,
     GuardrailRule,
     ModelPrice,
+    PriceSource,
 )
 
 
@@ -206,7 +207,15 @@ class ModelPriceAdmin(admin.ModelAdmin):
         "input_per_million",
         "cached_input_per_million",
         "output_per_million",
+        "source",
         "updated_at",
     )
     list_editable = ("input_per_million", "cached_input_per_million", "output_per_million")
+    list_filter = ("source",)
     search_fields = ("model",)
+    readonly_fields = ("source",)
+
+    def save_model(self, request: HttpRequest, obj: ModelPrice, form: Any, change: bool) -> None:
+        # A price set here is the project's own: seeding from the table never overwrites it.
+        obj.source = PriceSource.ADMIN
+        super().save_model(request, obj, form, change)

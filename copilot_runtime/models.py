@@ -83,6 +83,11 @@ class GuardrailRule(models.Model):
         return self.agent_name or "all agents"
 
 
+class PriceSource(models.TextChoices):
+    ADMIN = "admin", "Set in the admin"
+    TABLE = "genai-prices", "Seeded from genai-prices"
+
+
 class ModelPrice(models.Model):
     """What a model's tokens cost, in USD per million; used for the cost of each model call.
 
@@ -106,6 +111,9 @@ class ModelPrice(models.Model):
         decimal_places=6,
         help_text="USD per million output tokens (reasoning tokens included).",
     )
+    # Seeded rows follow the price table (manage.py seed_model_prices); a row changed in the
+    # admin becomes the project's own and is never overwritten.
+    source = models.CharField(max_length=32, choices=PriceSource, default=PriceSource.ADMIN)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

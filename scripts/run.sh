@@ -24,6 +24,8 @@ fi
 
 log "python manage.py migrate --noinput"
 "$VENV_PYTHON" manage.py migrate --noinput
+log "python manage.py seed_model_prices (prices you set in the admin are kept)"
+"$VENV_PYTHON" manage.py seed_model_prices
 
 if ! "$VENV_PYTHON" manage.py shell -c \
     "from django.contrib.auth import get_user_model as m; raise SystemExit(0 if m().objects.filter(is_superuser=True).exists() else 1)" \
