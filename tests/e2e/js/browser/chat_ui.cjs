@@ -1,0 +1,77 @@
+#!/usr/bin/env node
+// Opens a page holding the real CopilotKit React UI in Debian's Chromium (through Playwright's
+// library), types a message into the chat and waits for the reply text, as a person would.
+//
+// Reads one JSON command on stdin:
+//   {"url", "message", "expect", "timeoutMs"}
+// and prints one JSON result on stdout:
+//   {"replied": bool, "bodyText", "consoleErrors": [...], "requests": [{method, url, status}]}
+"use strict";
+
+const fs = require("node:fs");
+const os = require("node:os");
+const path = require("node:path");
+const { chromium } = require("playwright-core");
+
+const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
+const CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"];
+
+async function readStdin() {
+  let text = "";
+  for await (const chunk of process.stdin) text += chunk;
+  return JSON.parse(text);
+}
+
+async function main() {
+  const command = await readStdin();
+  const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), "chat-ui-chromium-"));
+  const context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: CHROMIUM_FLAGS,
+  });
+  const result = { replied: false, consoleErrors: [], requests: [] };
+  try {
+    const page = await context.newPage();
+    page.on("console", (message) => {
+      if (message.type() === "error") result.consoleErrors.push(message.text());
+    });
+    page.on("response", (response) => {
+      const request = response.request();
+      if (!request.url().startsWith(command.url.split("/index.html")[0])) {
+        result.requests.push({ method: request.method(), url: request.url(), status: response.status() });
+      }
+    });
+    page.on("requestfailed", (request) => {
+      result.requests.push({ method: request.method(), url: request.url(), failure: request.failure()?.errorText });
+    });
+    await page.goto(command.url);
+    const input = page.locator("textarea").first();
+    await input.waitFor({ timeout: 20000 });
+    await input.fill(command.message);
+    await input.press("Enter");
+    try {
+      await page.waitForFunction(
+        (expected) => document.body.innerText.includes(expected),
+        command.expect,
+        { timeout: command.timeoutMs || 20000 },
+      );
+      result.replied = true;
+    } catch {
+      result.replied = false;
+    }
+    result.bodyText = await page.evaluate(() => document.body.innerText);
+  } finally {
+    await context.close();
+    fs.rmSync(userDataDir, { recursive: true, force: true });
+  }
+  process.stdout.write(JSON.stringify(result));
+}
+
+main().then(
+  () => process.exit(0),
+  (error) => {
+    console.error(error?.stack ?? String(error));
+    process.exit(1);
+  },
+);
