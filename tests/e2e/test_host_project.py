@@ -67,6 +67,9 @@ def host_database() -> Iterator[str]:
 
 
 def build_wheel(out: Path) -> Path:
+    # setuptools builds in the source tree's build/: start from an empty one, so nothing left
+    # from an earlier build (a file since moved or deleted) can slip into the wheel.
+    shutil.rmtree(REPO_ROOT / "build", ignore_errors=True)
     run(
         [
             sys.executable,
@@ -80,6 +83,7 @@ def build_wheel(out: Path) -> Path:
             str(out),
         ],
     )
+    shutil.rmtree(REPO_ROOT / "build", ignore_errors=True)
     [wheel] = out.glob("copilot_runtime_django-*.whl")
     return wheel
 
