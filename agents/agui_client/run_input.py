@@ -19,7 +19,7 @@ import orjson
 from agents.interrupts import InterruptAnswer
 from agents.remote.runner import agent_config, offered_actions
 from copilot_runtime.engine.actions import ServerAction
-from copilot_runtime.engine.request import InputMessage, TurnRequest
+from copilot_runtime.events.request import InputMessage, TurnRequest
 
 _ROLES = frozenset({"user", "assistant", "system", "developer"})
 

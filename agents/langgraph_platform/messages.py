@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from copilot_runtime.engine.request import InputMessage
+from copilot_runtime.events.request import InputMessage
 
 _TYPES = {"user": "human", "assistant": "ai", "system": "system", "developer": "system"}
 

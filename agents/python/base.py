@@ -40,7 +40,6 @@ from agents.runners.chat import BeforeServerAction, chat_turn_events_for
 from copilot_runtime.adapters.base import ModelAdapter
 from copilot_runtime.engine.actions import ServerAction, action_execute
 from copilot_runtime.engine.model_messages import model_messages
-from copilot_runtime.engine.request import FrontendAction, InputMessage, TurnRequest
 from copilot_runtime.events import (
     ActionArgs,
     ActionEnd,
@@ -53,6 +52,7 @@ from copilot_runtime.events import (
     TextEnd,
     TextStart,
 )
+from copilot_runtime.events.request import FrontendAction, InputMessage, TurnRequest
 
 AgentOutput = Event | Iterable[Event]
 

@@ -16,7 +16,7 @@ from agents.peer_http import PeerCallContext, peer_post_json
 from agents.remote.config import RemoteEndpoint, remote_endpoints
 from agents.remote.discovery import remote_info
 from copilot_runtime.engine.actions import ServerAction, server_actions_from_settings
-from copilot_runtime.engine.request import TurnRequest
+from copilot_runtime.events.request import TurnRequest
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from copilot_runtime.engine.request import InputMessage
+from copilot_runtime.events.request import InputMessage
 
 _EPOCH = "1970-01-01T00:00:00.000Z"
 

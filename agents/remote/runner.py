@@ -28,9 +28,9 @@ from agents.remote.runtime_events import runtime_event_line
 from agents.runners.context import TurnContext
 from agents.runners.stream import AgentStream, normalized_events
 from copilot_runtime.engine.actions import ServerAction
-from copilot_runtime.engine.request import TurnRequest
 from copilot_runtime.errors import CopilotKitError, ErrorCode
 from copilot_runtime.events import Event, RunError
+from copilot_runtime.events.request import TurnRequest
 
 logger = logging.getLogger(__name__)
 

@@ -31,9 +31,9 @@ from copilot_runtime.adapters import adapter_spec_for
 from copilot_runtime.adapters.base import ModelAdapter
 from copilot_runtime.adapters.kinds import NONE, AdapterSettingError, adapter_spec_check
 from copilot_runtime.adapters.none import NO_MODEL_MESSAGE
-from copilot_runtime.engine.request import TurnRequest
 from copilot_runtime.errors import CopilotKitError, ErrorCode
 from copilot_runtime.events import Event, RunError
+from copilot_runtime.events.request import TurnRequest
 
 Runner = Callable[[AgentSpec, TurnContext], AsyncIterator[Event]]
 

@@ -14,8 +14,8 @@ from copilot_runtime.engine.actions import ServerAction
 from copilot_runtime.engine.breakers import EmptyCallsBreaker, ToolBreaker
 from copilot_runtime.engine.chat import ChatTurn, chat_turn_events
 from copilot_runtime.engine.loop_policy import loop_policy_for
-from copilot_runtime.engine.request import TurnRequest
 from copilot_runtime.events import Event
+from copilot_runtime.events.request import TurnRequest
 
 BeforeServerAction = Callable[[], Awaitable[None]]
 

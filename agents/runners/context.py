@@ -11,8 +11,8 @@ from agents.interrupts import InterruptAnswer, interrupt_answer
 from agents.runners.chat import BeforeServerAction
 from copilot_runtime.adapters.base import ModelAdapter
 from copilot_runtime.engine.actions import ServerAction
-from copilot_runtime.engine.request import TurnRequest
 from copilot_runtime.events import MetaEvent
+from copilot_runtime.events.request import TurnRequest
 
 _UNSET: Any = object()
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from conversations.models import Message, MessageKind, MessageStatus, Run, Thread
 from conversations.services.threads import title_from_text
-from copilot_runtime.engine.request import InputMessage
+from copilot_runtime.events.request import InputMessage
 
 # Client system/developer messages are instructions the frontend rebuilds, with a fresh id, on
 # every request: they reach the model but are not part of the stored conversation.

@@ -28,7 +28,7 @@ class TurnRecord:
     protocol: str
     request_type: str
     previous_run_id: str
-    # InputMessage objects (copilot_runtime.engine.request), in the client's order.
+    # InputMessage objects (copilot_runtime.events.request), in the client's order.
     messages: list[Any]
     run_id: str
     # The latest stored state of ``agent_name`` is read only when the client sent none.

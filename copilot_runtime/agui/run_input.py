@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from copilot_runtime.engine.request import (
+from copilot_runtime.events.request import (
     ForwardedParameters,
     FrontendAction,
     InputMessage,

@@ -38,7 +38,6 @@ from copilot_runtime.engine.breakers import (
 )
 from copilot_runtime.engine.loop_policy import LoopPolicy, LoopTurn, open_todos
 from copilot_runtime.engine.model_messages import model_messages, offered_tools
-from copilot_runtime.engine.request import TurnRequest
 from copilot_runtime.engine.todos import UPDATE_TODOS_NAME
 from copilot_runtime.events import (
     ActionArgs,
@@ -55,6 +54,7 @@ from copilot_runtime.events import (
     TextEnd,
     TextStart,
 )
+from copilot_runtime.events.request import TurnRequest
 
 MAX_ITERATIONS_CODE = "MAX_ITERATIONS_REACHED"
 

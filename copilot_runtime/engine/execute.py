@@ -36,9 +36,9 @@ from copilot_runtime.engine.hooks import (
 from copilot_runtime.engine.loop_policy import loop_policy_for
 from copilot_runtime.engine.recorder import CANCELLED_REASON, STREAM_ERROR_REASON, RunRecorder
 from copilot_runtime.engine.relay import CANCEL_MESSAGE, announce_batch, run_control_group
-from copilot_runtime.engine.request import TurnRequest
 from copilot_runtime.errors import CopilotKitError
 from copilot_runtime.events import Event, RunError, RunFinished
+from copilot_runtime.events.request import TurnRequest
 from copilot_runtime.guardrails.errors import interrupted_message_reason, is_denial
 from copilot_runtime.guardrails.gate import ServerActionCheck, run_guarded
 from copilot_runtime.tracing.tracer import RunTracer

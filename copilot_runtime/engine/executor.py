@@ -24,12 +24,12 @@ from copilot_runtime.conf import runtime_setting
 from copilot_runtime.engine.execute import run_execute
 from copilot_runtime.engine.live import LiveRun, live_run_forget, live_run_get, live_run_register
 from copilot_runtime.engine.relay import announce_cancel, follow_run
-from copilot_runtime.engine.request import (
+from copilot_runtime.events import Event, RunError, RunFinished, event_from_payload
+from copilot_runtime.events.request import (
     TurnRequest,
     turn_request_from_payload,
     turn_request_to_payload,
 )
-from copilot_runtime.events import Event, RunError, RunFinished, event_from_payload
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 
 from copilot_runtime.engine.actions import ServerAction
-from copilot_runtime.engine.request import FrontendAction, InputMessage
+from copilot_runtime.events.request import FrontendAction, InputMessage
 
 
 def _context_message(context: list[tuple[str, str]]) -> dict[str, Any] | None:

@@ -40,13 +40,13 @@ from copilot_runtime.engine.hooks import (
     call_before_request,
 )
 from copilot_runtime.engine.reaper import runs_reap_stale
-from copilot_runtime.engine.request import (
+from copilot_runtime.errors import CopilotKitError, ErrorCode
+from copilot_runtime.events import Event
+from copilot_runtime.events.request import (
     TurnRequest,
     check_turn_request,
     turn_request_to_payload,
 )
-from copilot_runtime.errors import CopilotKitError, ErrorCode
-from copilot_runtime.events import Event
 
 
 @dataclass(frozen=True)

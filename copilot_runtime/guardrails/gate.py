@@ -21,8 +21,8 @@ from typing import Any, Protocol
 from asgiref.sync import sync_to_async
 
 from copilot_runtime.adapters.base import ModelAdapter
-from copilot_runtime.engine.request import TurnRequest
 from copilot_runtime.events import Event, GuardrailDecision
+from copilot_runtime.events.request import TurnRequest
 from copilot_runtime.guardrails.cloud import CloudEvaluator
 from copilot_runtime.guardrails.config import (
     AUTO,

@@ -16,7 +16,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.db import connection
 
-from copilot_runtime.engine.request import InputMessage, TurnRequest
+from copilot_runtime.events.request import InputMessage, TurnRequest
 from copilot_runtime.models import GuardrailMatch, GuardrailRule, GuardrailRuleKind
 
 ALLOW = str(GuardrailRuleKind.ALLOW)

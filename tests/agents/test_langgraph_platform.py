@@ -12,8 +12,8 @@ from django.test import AsyncClient, override_settings
 from agents.langgraph_platform.events import LangGraphRunMapper
 from agents.langgraph_platform.messages import langgraph_messages
 from conversations.models import RunStatus
-from copilot_runtime.engine.request import InputMessage
 from copilot_runtime.events import ActionResult, AgentStateSnapshot, MetaEvent
+from copilot_runtime.events.request import InputMessage
 from tests.copilot_runtime.agui.helpers import BASE, body_of, post, read_events, run_body, user
 from tests.support.agent_turns import run_ended
 

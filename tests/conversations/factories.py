@@ -9,7 +9,7 @@ from typing import Any
 from django.utils import timezone
 
 from conversations.models import AgentState, Message, Run, Thread
-from copilot_runtime.engine.request import InputMessage
+from copilot_runtime.events.request import InputMessage
 
 _sequence = itertools.count(1)
 

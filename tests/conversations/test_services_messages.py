@@ -13,7 +13,7 @@ from conversations.services.messages import (
     messages_sync_input,
 )
 from conversations.services.runs import run_create
-from copilot_runtime.engine.request import InputMessage
+from copilot_runtime.events.request import InputMessage
 from tests.conversations.factories import text_input, thread_create
 
 pytestmark = pytest.mark.django_db

@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from copilot_runtime.conf import disconnect_policy
-from copilot_runtime.engine.request import TurnRequest, parse_generate_input
 from copilot_runtime.engine.service import StartedTurn, turn_start
 from copilot_runtime.events import (
     ActionArgs,
@@ -29,6 +28,7 @@ from copilot_runtime.events import (
     TextEnd,
     TextStart,
 )
+from copilot_runtime.events.request import TurnRequest
 from copilot_runtime.graphql.context import RuntimeContext
 from copilot_runtime.graphql.fastpath.encoder import (
     COPILOTKIT_INTERRUPT,
@@ -39,6 +39,7 @@ from copilot_runtime.graphql.fastpath.encoder import (
     meta_text,
     open_message_failure_reason,
 )
+from copilot_runtime.graphql.turn_input import parse_generate_input
 from copilot_runtime.graphql.types.enums import FailedResponseStatusReason, MessageRole
 from copilot_runtime.graphql.types.messages import (
     ActionExecutionMessageOutput,

@@ -45,12 +45,12 @@ from conversations.selectors import (
 from copilot_runtime.conf import disconnect_policy
 from copilot_runtime.engine.executor import reap_if_stale_check, run_cancel
 from copilot_runtime.engine.relay import follow_run
-from copilot_runtime.engine.request import parse_generate_input
 from copilot_runtime.engine.service import turn_start
 from copilot_runtime.errors import CopilotKitError, ErrorCode
 from copilot_runtime.events import RunError
 from copilot_runtime.graphql.context import RuntimeContext
 from copilot_runtime.graphql.input_conversion import input_to_dict
+from copilot_runtime.graphql.turn_input import parse_generate_input
 from copilot_runtime.graphql.types.inputs import GenerateCopilotResponseInput
 from copilot_runtime.graphql.types.run_events import RunEventPayload, RunEventPayloads
 from copilot_runtime.graphql.types.scalars import JSONObject

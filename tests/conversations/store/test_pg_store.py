@@ -25,7 +25,7 @@ from conversations.services.threads import ThreadNotAvailable
 from conversations.store.orm import OrmTurnStore
 from conversations.store.pg import POOLS, PgTurnStore
 from conversations.store.types import Progress, TurnRecord
-from copilot_runtime.engine.request import InputMessage
+from copilot_runtime.events.request import InputMessage
 from copilot_runtime.tracing.records import SpanRecord
 
 pytestmark = pytest.mark.django_db(transaction=True)

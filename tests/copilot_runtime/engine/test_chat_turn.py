@@ -10,7 +10,6 @@ import pytest
 from copilot_runtime.adapters.openai_adapter import OpenAIAdapter
 from copilot_runtime.engine.actions import server_action
 from copilot_runtime.engine.chat import MAX_ITERATIONS_CODE, ChatTurn, chat_turn_events
-from copilot_runtime.engine.request import parse_generate_input
 from copilot_runtime.events import (
     ActionArgs,
     ActionEnd,
@@ -24,6 +23,7 @@ from copilot_runtime.events import (
     TextEnd,
     TextStart,
 )
+from copilot_runtime.graphql.turn_input import parse_generate_input
 from tests.support.actions import always_fails, server_add
 
 SAY_HELLO = {

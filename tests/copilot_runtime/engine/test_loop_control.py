@@ -15,7 +15,6 @@ from copilot_runtime.engine.actions import action_from_object
 from copilot_runtime.engine.breakers import EMPTY_TOOL_CALLS_CODE, failure_key
 from copilot_runtime.engine.chat import MAX_ITERATIONS_CODE, ChatTurn, chat_turn_events
 from copilot_runtime.engine.loop_policy import LoopPolicy, LoopTurn, loop_policy_for
-from copilot_runtime.engine.request import InputMessage, parse_generate_input
 from copilot_runtime.events import (
     ActionResult,
     ActionStart,
@@ -27,6 +26,8 @@ from copilot_runtime.events import (
     TextDelta,
     TextStart,
 )
+from copilot_runtime.events.request import InputMessage
+from copilot_runtime.graphql.turn_input import parse_generate_input
 from tests.support import loop_actions
 from tests.support.actions import server_add
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from copilot_runtime.engine.model_messages import model_messages
-from copilot_runtime.engine.request import InputMessage
+from copilot_runtime.events.request import InputMessage
 
 
 def _text(message_id: str, role: str, content: str) -> InputMessage:

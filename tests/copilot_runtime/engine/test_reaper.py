@@ -24,9 +24,9 @@ from conversations.services.runs import ThreadBusy
 from copilot_runtime.engine import relay
 from copilot_runtime.engine.executor import watch_remote
 from copilot_runtime.engine.reaper import WORKER_LOST, runs_reap_stale
-from copilot_runtime.engine.request import parse_generate_input
 from copilot_runtime.engine.service import turn_prepare
 from copilot_runtime.events import RunError, RunFinished, TextDelta
+from copilot_runtime.graphql.turn_input import parse_generate_input
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -24,8 +24,8 @@ from conversations.services.runs import LoggedEvent
 from copilot_runtime.engine import relay
 from copilot_runtime.engine.execute import run_execute
 from copilot_runtime.engine.relay import announce_batch, follow_run, run_group
-from copilot_runtime.engine.request import parse_generate_input
 from copilot_runtime.engine.service import turn_prepare
+from copilot_runtime.graphql.turn_input import parse_generate_input
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,8 +12,8 @@ from django.test import override_settings
 
 from conversations.models import Run, RunEvent, RunStatus, Thread
 from conversations.store.orm import OrmTurnStore
-from copilot_runtime.engine.request import parse_generate_input
 from copilot_runtime.engine.service import turn_start
+from copilot_runtime.graphql.turn_input import parse_generate_input
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,9 +14,9 @@ from django.test import override_settings
 
 from conversations.models import Message, Run, RunEvent, RunStatus, Thread
 from conversations.services.runs import ThreadBusy
-from copilot_runtime.engine.request import parse_generate_input
 from copilot_runtime.engine.service import turn_prepare, turn_start
 from copilot_runtime.events import RunFinished, TextDelta
+from copilot_runtime.graphql.turn_input import parse_generate_input
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

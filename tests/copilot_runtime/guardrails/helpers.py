@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from copilot_runtime.engine.request import TurnRequest, parse_generate_input
+from copilot_runtime.events.request import TurnRequest
+from copilot_runtime.graphql.turn_input import parse_generate_input
 from copilot_runtime.guardrails.rules import ALLOW, DENY, PATTERN, TOPIC, RuleSpec, Subject
 
 

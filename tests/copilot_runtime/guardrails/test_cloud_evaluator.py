@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from copilot_runtime.engine.request import InputMessage
+from copilot_runtime.events.request import InputMessage
 from copilot_runtime.guardrails.cloud import CloudEvaluator
 from copilot_runtime.guardrails.rules import Subject
 from copilot_runtime.guardrails.verdicts import decide

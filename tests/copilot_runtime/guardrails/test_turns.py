@@ -14,7 +14,6 @@ from django.contrib.auth.models import AnonymousUser
 from django.test import override_settings
 
 from conversations.models import Message, Run, RunStatus
-from copilot_runtime.engine.request import TurnRequest
 from copilot_runtime.engine.service import StartedTurn, turn_start
 from copilot_runtime.events import (
     ActionEnd,
@@ -27,6 +26,7 @@ from copilot_runtime.events import (
     TextDelta,
     TextEnd,
 )
+from copilot_runtime.events.request import TurnRequest
 from copilot_runtime.guardrails import gate
 from copilot_runtime.guardrails.rules import RuleSpec, Subject
 from copilot_runtime.guardrails.verdicts import Finding

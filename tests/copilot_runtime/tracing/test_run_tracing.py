@@ -14,8 +14,8 @@ from django.contrib.auth.models import AnonymousUser
 from django.test import override_settings
 
 from conversations.models import Run, RunStatus, Span
-from copilot_runtime.engine.request import parse_generate_input
 from copilot_runtime.engine.service import turn_start
+from copilot_runtime.graphql.turn_input import parse_generate_input
 from copilot_runtime.models import ModelPrice
 from copilot_runtime.tracing import semconv as attr
 from copilot_runtime.tracing import store as store_module

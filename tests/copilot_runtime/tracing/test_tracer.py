@@ -11,7 +11,7 @@ import pytest
 from django.test import override_settings
 
 from conversations.models import Run, Span
-from copilot_runtime.engine.request import InputMessage, TurnRequest
+from copilot_runtime.events.request import InputMessage, TurnRequest
 from copilot_runtime.models import ModelPrice
 from copilot_runtime.tracing import semconv as attr
 from copilot_runtime.tracing import store as store_module

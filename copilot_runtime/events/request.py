@@ -1,4 +1,6 @@
-"""The protocol-neutral request for one turn, parsed from ``GenerateCopilotResponseInput``."""
+"""The protocol-neutral request for one turn: what every protocol surface parses its input into
+(v1: copilot_runtime/graphql/turn_input.py, v2: copilot_runtime/agui/run_input.py), what the
+engine, the guardrails and the store read, and its JSON form for the worker that executes it."""
 
 from __future__ import annotations
 
@@ -79,150 +81,13 @@ class TurnRequest:
     forwarded_headers: dict[str, str] = field(default_factory=dict)
 
 
-def _parse_datetime(raw: Any) -> dt.datetime | None:
+def parse_datetime(raw: Any) -> dt.datetime | None:
     if not isinstance(raw, str) or not raw:
         return None
     try:
         return dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
     except ValueError:
         return None
-
-
-def _parse_arguments(raw: str) -> dict[str, Any]:
-    if not raw:
-        return {}
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return {"_raw": raw}
-    return value if isinstance(value, dict) else {"_value": value}
-
-
-def parse_input_message(raw: dict[str, Any]) -> InputMessage:
-    """One ``MessageInput``: exactly one of its message fields is set."""
-    message_id = raw.get("id") or ""
-    created_at = _parse_datetime(raw.get("createdAt"))
-    if text := raw.get("textMessage"):
-        return InputMessage(
-            id=message_id,
-            kind="text",
-            created_at=created_at,
-            role=text.get("role") or "user",
-            content=text.get("content") or "",
-            parent_message_id=text.get("parentMessageId") or "",
-        )
-    if action := raw.get("actionExecutionMessage"):
-        return InputMessage(
-            id=message_id,
-            kind="action_execution",
-            created_at=created_at,
-            role="assistant",
-            action_name=action.get("name") or "",
-            arguments=_parse_arguments(action.get("arguments") or ""),
-            parent_message_id=action.get("parentMessageId") or "",
-        )
-    if result := raw.get("resultMessage"):
-        return InputMessage(
-            id=message_id,
-            kind="result",
-            created_at=created_at,
-            role="tool",
-            action_name=result.get("actionName") or "",
-            action_execution_id=result.get("actionExecutionId") or "",
-            result=result.get("result") or "",
-            parent_message_id=result.get("parentMessageId") or "",
-        )
-    if image := raw.get("imageMessage"):
-        return InputMessage(
-            id=message_id,
-            kind="image",
-            created_at=created_at,
-            role=image.get("role") or "user",
-            image_format=image.get("format") or "",
-            image_bytes=image.get("bytes") or "",
-            parent_message_id=image.get("parentMessageId") or "",
-        )
-    if state := raw.get("agentStateMessage"):
-        try:
-            parsed_state = orjson.loads(state.get("state") or "{}")
-        except orjson.JSONDecodeError:
-            parsed_state = {}
-        return InputMessage(
-            id=message_id,
-            kind="agent_state",
-            created_at=created_at,
-            role=state.get("role") or "assistant",
-            action_name=state.get("agentName") or "",
-            agent_state=parsed_state if isinstance(parsed_state, dict) else {},
-        )
-    raise BadTurnRequest(
-        f"Message '{message_id}' has none of textMessage, actionExecutionMessage, "
-        "resultMessage, imageMessage or agentStateMessage."
-    )
-
-
-def _parse_action(raw: dict[str, Any]) -> FrontendAction:
-    try:
-        schema = orjson.loads(raw.get("jsonSchema") or "{}")
-    except orjson.JSONDecodeError as exc:
-        raise BadTurnRequest(
-            f"Action '{raw.get('name')}' has a jsonSchema that is not valid JSON."
-        ) from exc
-    return FrontendAction(
-        name=raw.get("name") or "",
-        description=raw.get("description") or "",
-        parameters=schema if isinstance(schema, dict) else {},
-        available=raw.get("available") or "enabled",
-    )
-
-
-def _parse_forwarded(raw: dict[str, Any] | None) -> ForwardedParameters:
-    raw = raw or {}
-    max_tokens = raw.get("maxTokens")
-    return ForwardedParameters(
-        model=raw.get("model"),
-        max_tokens=int(max_tokens) if max_tokens is not None else None,
-        stop=raw.get("stop"),
-        temperature=raw.get("temperature"),
-        tool_choice=raw.get("toolChoice"),
-        tool_choice_function_name=raw.get("toolChoiceFunctionName"),
-    )
-
-
-def parse_generate_input(data: dict[str, Any], properties: dict[str, Any] | None) -> TurnRequest:
-    """A ``TurnRequest`` from coerced ``GenerateCopilotResponseInput`` variables."""
-    messages = [parse_input_message(raw) for raw in data.get("messages") or []]
-    frontend = data.get("frontend") or {}
-    actions = [
-        action
-        for action in (_parse_action(raw) for raw in frontend.get("actions") or [])
-        # Disabled actions are dropped outright, as the TypeScript runtime does.
-        if action.available != "disabled"
-    ]
-    agent_session = data.get("agentSession")
-    agent_states = list(data.get("agentStates") or [])
-    if data.get("agentState"):
-        agent_states.append(data["agentState"])
-    return TurnRequest(
-        thread_id=data.get("threadId") or (agent_session or {}).get("threadId") or None,
-        messages=messages,
-        actions=actions,
-        context=[
-            (entry.get("description") or "", entry.get("value") or "")
-            for entry in data.get("context") or []
-        ],
-        forwarded=_parse_forwarded(data.get("forwardedParameters")),
-        request_type=(data.get("metadata") or {}).get("requestType") or "Chat",
-        previous_run_id=data.get("runId"),
-        agent_name=(agent_session or {}).get("agentName") or "default",
-        agent_session=agent_session,
-        agent_states=agent_states,
-        meta_events=list(data.get("metaEvents") or []),
-        extensions=data.get("extensions"),
-        properties=dict(properties or {}),
-        frontend_url=frontend.get("url"),
-        cloud=data.get("cloud"),
-    )
 
 
 def turn_request_to_payload(request: TurnRequest) -> dict[str, Any]:
@@ -238,7 +103,7 @@ def turn_request_to_payload(request: TurnRequest) -> dict[str, Any]:
 def turn_request_from_payload(payload: dict[str, Any]) -> TurnRequest:
     data = dict(payload)
     data["messages"] = [
-        InputMessage(**{**message, "created_at": _parse_datetime(message.get("created_at"))})
+        InputMessage(**{**message, "created_at": parse_datetime(message.get("created_at"))})
         for message in payload["messages"]
     ]
     data["actions"] = [FrontendAction(**action) for action in payload["actions"]]
