@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -10,7 +9,6 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from conversations.models import (
     AgentState,
     Message,
-    MessageKind,
     Run,
     RunEvent,
     RunStatus,
@@ -19,14 +17,6 @@ from conversations.models import (
 from conversations.services.runs import INTERRUPT_META_EVENT_NAMES
 from conversations.services.threads import thread_is_visible_to
 from copilot_runtime.events import MetaEvent, RunError, RunFinished
-
-
-@dataclass(frozen=True)
-class AgentStateLoad:
-    thread_id: str
-    thread_exists: bool
-    state: dict[str, Any] = field(default_factory=dict)
-    messages: list[dict[str, Any]] = field(default_factory=list)
 
 
 def thread_get_for_caller(
@@ -39,77 +29,13 @@ def thread_get_for_caller(
     return thread
 
 
-def _iso(value: Any) -> str:
-    return value.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def message_as_copilotkit_json(message: Message) -> dict[str, Any] | None:
-    """One stored message in the format ``loadMessagesFromJsonRepresentation`` reads."""
-    base = {"id": message.message_id, "createdAt": _iso(message.created_at)}
-    if message.kind == MessageKind.TEXT:
-        entry = {**base, "role": message.role, "content": message.content}
-        if message.parent_message_id:
-            entry["parentMessageId"] = message.parent_message_id
-        return entry
-    if message.kind == MessageKind.ACTION_EXECUTION:
-        return {
-            **base,
-            "name": message.action_name,
-            "arguments": message.arguments if message.arguments is not None else {},
-            "parentMessageId": message.parent_message_id or None,
-        }
-    if message.kind == MessageKind.RESULT:
-        return {
-            **base,
-            "actionExecutionId": message.action_execution_id,
-            "actionName": message.action_name,
-            "result": message.result,
-        }
-    if message.kind == MessageKind.IMAGE:
-        return {
-            **base,
-            "format": message.image_format,
-            "bytes": message.image_bytes,
-            "role": message.role,
-        }
-    return None
-
-
-def thread_messages_as_copilotkit_json(*, thread: Thread) -> list[dict[str, Any]]:
-    """The thread's current (not superseded) messages in order, as the client loads them."""
-    rows = Message.objects.filter(thread=thread, superseded=False).order_by("position")
-    return [entry for entry in map(message_as_copilotkit_json, rows) if entry is not None]
+def thread_current_messages(*, thread: Thread) -> list[Message]:
+    """The thread's current (not superseded) messages in order."""
+    return list(Message.objects.filter(thread=thread, superseded=False).order_by("position"))
 
 
 def agent_state_latest(*, thread: Thread, agent_name: str) -> AgentState | None:
     return AgentState.objects.filter(thread=thread, agent_name=agent_name).order_by("-id").first()
-
-
-def agent_state_load(
-    *, thread_id: str, agent_name: str, user: AbstractBaseUser | AnonymousUser
-) -> AgentStateLoad:
-    """What ``loadAgentState`` answers: the latest state and the thread's messages.
-
-    The same for every agent kind: every state snapshot an agent streams through this runtime
-    (chat engine, Python and LLM agents, remote endpoint and AG-UI agents alike) is stored as
-    it streams, so Postgres holds the newest state this runtime saw. For a remote endpoint
-    agent, Postgres wins over asking its ``/agents/state``: the page loads without a call to a
-    peer that may be slow or down, the messages are the thread's own (with the tool results and
-    states the runtime recorded), and ownership is checked here, where a peer cannot know
-    which caller may read which thread. (agents/remote/state.py can still ask the endpoint.)
-
-    Someone else's thread is answered exactly like a thread that does not exist.
-    """
-    thread = thread_get_for_caller(thread_id=thread_id, user=user)
-    if thread is None:
-        return AgentStateLoad(thread_id=thread_id, thread_exists=False)
-    latest = agent_state_latest(thread=thread, agent_name=agent_name)
-    return AgentStateLoad(
-        thread_id=thread_id,
-        thread_exists=True,
-        state=latest.state if latest is not None else {},
-        messages=thread_messages_as_copilotkit_json(thread=thread),
-    )
 
 
 def thread_pending_interrupt(*, thread_id: str) -> list[dict[str, Any]]:

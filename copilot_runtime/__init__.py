@@ -2,5 +2,5 @@
 
 Importing the app configures nothing: the standalone site's settings load its Celery app
 (``copilot_runtime.celery``); a host project's own Celery app finds the runtime's tasks
-(``shared_task`` in ``agents.tasks``) with ``autodiscover_tasks()``.
+(``shared_task`` in ``copilot_runtime.tasks``) with ``autodiscover_tasks()``.
 """

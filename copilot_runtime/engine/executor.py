@@ -52,15 +52,19 @@ def placement_of(prepared: PreparedTurn, request: TurnRequest) -> dict[str, Any]
     }
 
 
+EXECUTE_RUN_TASK = "copilot.execute_run"
+
+
 def enqueue_on_worker(*, run_id: str, placement: dict[str, Any] | None = None) -> None:
-    """Hand a committed run to the Celery workers."""
-    from agents.tasks import execute_run
+    """Hand a committed run to the Celery workers: by the task's name, so the engine does not
+    import the tasks module (copilot_runtime/tasks.py), which imports the engine."""
+    from celery import current_app  # on use: only the celery executor needs it
 
     # The run ends itself at RUN_TIME_LIMIT_SECONDS (and records its end); Celery's hard limit
     # is only the backstop for a worker that cannot even do that.
     limit = float(runtime_setting("RUN_TIME_LIMIT_SECONDS"))
     args: list[Any] = [run_id] if placement is None else [run_id, placement]
-    execute_run.apply_async(args=args, time_limit=limit + 60)
+    current_app.send_task(EXECUTE_RUN_TASK, args=args, time_limit=limit + 60)
 
 
 def schedule_on_worker(*, run_id: str) -> None:

@@ -14,7 +14,6 @@ from django.contrib.auth.models import AnonymousUser
 from django.test import override_settings
 
 from conversations.models import AgentState, Message, RunStatus, Thread, ThreadStatus
-from conversations.selectors import agent_state_load
 from copilot_runtime.events import (
     ActionResult,
     ActionStart,
@@ -23,6 +22,7 @@ from copilot_runtime.events import (
     RunError,
     TextStart,
 )
+from copilot_runtime.graphql.agent_state import agent_state_load
 from tests.support.agent_turns import agent_request, run_turn, streamed_text, text
 from tests.support.fixture_peer import FixturePeer, Reply
 from tests.support.langgraph_agent_app import AGENT_PATH, langgraph_app

@@ -12,7 +12,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.test import override_settings
 
 from conversations.models import AgentState, Message, RunStatus, Thread, ThreadStatus
-from conversations.selectors import agent_state_load, thread_pending_interrupt
+from conversations.selectors import thread_pending_interrupt
 from copilot_runtime.engine.service import turn_prepare
 from copilot_runtime.errors import AgentNotFoundError, CopilotKitError, ErrorCode
 from copilot_runtime.events import (
@@ -22,6 +22,7 @@ from copilot_runtime.events import (
     RunError,
     TextStart,
 )
+from copilot_runtime.graphql.agent_state import agent_state_load
 from tests.support.agent_turns import (
     agent_request,
     run_turn,

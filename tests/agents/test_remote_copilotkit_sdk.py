@@ -15,8 +15,6 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from agents.registry import agent_get
-from agents.remote.state import remote_agent_state
 from conversations.models import AgentState, RunStatus
 from copilot_runtime.events import ActionResult, MetaEvent, RunError
 from tests.support.agent_turns import agent_request, run_turn, streamed_text, text
@@ -163,13 +161,3 @@ async def test_the_remote_agent_streams_keeps_state_and_resumes_after_an_interru
     ]
     latest = await AgentState.objects.filter(agent_name="scripted").alatest("id")
     assert latest.state == {"turns": 3, "answer": "go"}
-
-
-async def test_agents_state_asks_the_endpoint(on_sdk: None) -> None:
-    answer = await remote_agent_state(agent_get("scripted"), thread_id="t-remote")
-
-    assert (answer.thread_id, answer.thread_exists, answer.state) == (
-        "t-remote",
-        True,
-        {"from": "remote"},
-    )

@@ -33,10 +33,10 @@ async def resolve_load_agent_state(
 ) -> LoadAgentStateResponse:
     # Unknown agent: AgentNotFoundError, answered as an AGENT_NOT_FOUND GraphQL error.
     agent_get(data.agent_name)
-    # Imported here: the selectors module belongs to the conversations app and may import
-    # models, which must not load while the schema is being built.
-    selectors = importlib.import_module("conversations.selectors")
-    loaded = await sync_to_async(selectors.agent_state_load)(
+    # Imported here: it imports the conversations models, which must not load while the schema
+    # is being built.
+    agent_state = importlib.import_module("copilot_runtime.graphql.agent_state")
+    loaded = await sync_to_async(agent_state.agent_state_load)(
         thread_id=data.thread_id, agent_name=data.agent_name, user=info.context.user
     )
     return LoadAgentStateResponse(

@@ -18,7 +18,6 @@ from django.contrib.auth.models import AnonymousUser
 from django.test import override_settings
 from django.utils import timezone
 
-from agents.tasks import reap_stale_runs
 from conversations.models import Run, RunEvent, RunStatus, Thread, ThreadStatus
 from conversations.services.runs import ThreadBusy
 from copilot_runtime.engine import relay
@@ -27,6 +26,7 @@ from copilot_runtime.engine.reaper import WORKER_LOST, runs_reap_stale
 from copilot_runtime.engine.service import turn_prepare
 from copilot_runtime.events import RunError, RunFinished, TextDelta
 from copilot_runtime.graphql.turn_input import parse_generate_input
+from copilot_runtime.tasks import reap_stale_runs
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

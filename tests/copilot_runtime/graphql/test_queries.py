@@ -30,7 +30,7 @@ class LoadedAgentState:
 
 @pytest.fixture
 def selector_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    """Stand in for ``conversations.selectors.agent_state_load`` (no database here)."""
+    """Stand in for ``copilot_runtime.graphql.agent_state.agent_state_load`` (no database)."""
     calls: list[dict[str, Any]] = []
     answers: dict[str, LoadedAgentState] = {
         "thread-1": LoadedAgentState(
@@ -47,9 +47,9 @@ def selector_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
             raise RuntimeError("database password is hunter2")
         return answers.get(thread_id, LoadedAgentState(thread_id=thread_id, thread_exists=False))
 
-    module = types.ModuleType("conversations.selectors")
+    module = types.ModuleType("copilot_runtime.graphql.agent_state")
     module.agent_state_load = agent_state_load  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "conversations.selectors", module)
+    monkeypatch.setitem(sys.modules, "copilot_runtime.graphql.agent_state", module)
     return calls
 
 

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agents.tasks import execute_run
 from conversations.models import Run, RunStatus
+from copilot_runtime.tasks import execute_run
 from tests.e2e.celery.support import fake, in_background, log_entries
 from tests.e2e.js_client import JS_CLIENT_VERSIONS, run_js
 from tests.support.generate_e2e import (

@@ -9,11 +9,10 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import AnonymousUser
 
-from conversations.selectors import (
+from conversations.selectors import agent_state_latest, thread_get_for_caller
+from copilot_runtime.graphql.agent_state import (
     AgentStateLoad,
-    agent_state_latest,
     agent_state_load,
-    thread_get_for_caller,
     thread_messages_as_copilotkit_json,
 )
 from tests.conversations.factories import message_row, state_row, thread_create

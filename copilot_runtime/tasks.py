@@ -1,4 +1,5 @@
-"""Celery tasks: thin wrappers around the engine's services."""
+"""Celery tasks: thin wrappers around the engine's services (found by the site's Celery app,
+the standalone one or a host project's, with ``autodiscover_tasks()``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 from celery import shared_task
 
-from copilot_runtime.engine.executor import run_execute_stored
+from copilot_runtime.engine.executor import EXECUTE_RUN_TASK, run_execute_stored
 from copilot_runtime.engine.reaper import runs_reap_stale
 
 # One event loop per worker process, kept across tasks: the model client's connection pool and
@@ -24,7 +25,7 @@ def _run_on_process_loop(coroutine: Coroutine[Any, Any, str]) -> str:
     return _LOOP.run_until_complete(coroutine)
 
 
-@shared_task(name="copilot.execute_run", acks_late=True, reject_on_worker_lost=True)
+@shared_task(name=EXECUTE_RUN_TASK, acks_late=True, reject_on_worker_lost=True)
 def execute_run(run_id: str, placement: dict[str, Any] | None = None) -> str:
     """Execute one prepared run. A redelivered task finds the run started and does nothing."""
     return _run_on_process_loop(run_execute_stored(run_id=run_id, placement=placement))
