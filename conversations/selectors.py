@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import Q
 
 from conversations.models import (
     AgentState,
@@ -13,8 +15,9 @@ from conversations.models import (
     RunEvent,
     RunStatus,
     Thread,
+    ThreadStatus,
 )
-from conversations.services.runs import INTERRUPT_META_EVENT_NAMES
+from conversations.services.runs import ACTIVE_STATUSES, INTERRUPT_META_EVENT_NAMES
 from conversations.services.threads import thread_is_visible_to
 from copilot_runtime.events import MetaEvent, RunError, RunFinished
 
@@ -27,6 +30,31 @@ def thread_get_for_caller(
     if thread is None or not thread_is_visible_to(thread, user):
         return None
     return thread
+
+
+def threads_for_caller(
+    *,
+    user: AbstractBaseUser | AnonymousUser,
+    agent_name: str | None = None,
+    include_archived: bool = False,
+    after: tuple[dt.datetime, int] | None = None,
+    limit: int,
+) -> list[Thread]:
+    """The caller's threads, most recently updated first; ``after`` (updated_at, pk) continues
+    a page."""
+    if user.is_authenticated:
+        threads = Thread.objects.filter(owner_id=user.pk)
+    else:
+        threads = Thread.objects.filter(owner__isnull=True)
+    threads = threads.order_by("-updated_at", "-pk")
+    if agent_name:
+        threads = threads.filter(agent_name=agent_name)
+    if not include_archived:
+        threads = threads.exclude(status=ThreadStatus.ARCHIVED)
+    if after is not None:
+        updated_at, pk = after
+        threads = threads.filter(Q(updated_at__lt=updated_at) | Q(updated_at=updated_at, pk__lt=pk))
+    return list(threads[:limit])
 
 
 def thread_current_messages(*, thread: Thread) -> list[Message]:
@@ -56,6 +84,24 @@ def thread_pending_interrupt(*, thread_id: str) -> list[dict[str, Any]]:
 
 
 # --- runs -------------------------------------------------------------------------------------
+
+
+def run_exists(*, run_id: str) -> bool:
+    return Run.objects.filter(pk=run_id).exists()
+
+
+def active_run_ids_for_caller(
+    *, user: AbstractBaseUser | AnonymousUser, thread_id: str, run_id: str | None = None
+) -> list[str]:
+    """The caller's thread's pending or running runs (only ``run_id`` when given), oldest
+    first; empty for a thread the caller cannot see."""
+    thread = thread_get_for_caller(thread_id=thread_id, user=user)
+    if thread is None:
+        return []
+    runs = Run.objects.filter(thread=thread, status__in=ACTIVE_STATUSES)
+    if run_id:
+        runs = runs.filter(pk=run_id)
+    return list(runs.order_by("created_at").values_list("pk", flat=True))
 
 
 def run_get_for_caller(*, run_id: str, user: AbstractBaseUser | AnonymousUser) -> Run | None:

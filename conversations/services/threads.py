@@ -7,7 +7,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
 
-from conversations.models import Thread
+from conversations.models import Run, Thread, ThreadStatus
 from copilot_runtime.errors import CopilotKitError, ErrorCode
 
 TITLE_LENGTH = 80
@@ -58,4 +58,69 @@ def thread_metadata_set(*, thread_id: str, key: str, value: Any) -> bool:
         return False
     thread.metadata = {**thread.metadata, key: value}
     thread.save(update_fields=["metadata"])
+    return True
+
+
+# --- changes a caller makes to their own threads ------------------------------------------------
+
+NAME_LENGTH = 255
+
+
+class ThreadIsBusy(Exception):
+    """The thread has a run in progress."""
+
+
+def _thread_for_change(*, user: AbstractBaseUser | AnonymousUser, thread_id: str) -> Thread | None:
+    """The caller's thread, locked for the change; None when the caller has no such thread
+    (someone else's is answered the same)."""
+    thread = Thread.objects.select_for_update().filter(thread_id=thread_id).first()
+    if thread is None or not thread_is_visible_to(thread, user):
+        return None
+    return thread
+
+
+def _set_archived(thread: Thread, archived: bool) -> None:
+    if archived:
+        thread.status = ThreadStatus.ARCHIVED
+    elif thread.status == ThreadStatus.ARCHIVED:
+        thread.status = ThreadStatus.IDLE
+
+
+_UNCHANGED: Any = object()
+
+
+@transaction.atomic
+def do_thread_change(
+    *,
+    user: AbstractBaseUser | AnonymousUser,
+    thread_id: str,
+    title: str | None = _UNCHANGED,
+    archived: bool | None = None,
+) -> Thread | None:
+    """Rename (``title``; None clears it) and/or archive or restore the thread."""
+    thread = _thread_for_change(user=user, thread_id=thread_id)
+    if thread is None:
+        return None
+    fields = ["updated_at"]
+    if title is not _UNCHANGED:
+        thread.title = (title or "").strip()[:NAME_LENGTH]
+        fields.append("title")
+    if archived is not None:
+        _set_archived(thread, archived)
+        fields.append("status")
+    thread.save(update_fields=fields)
+    return thread
+
+
+@transaction.atomic
+def do_thread_delete(*, user: AbstractBaseUser | AnonymousUser, thread_id: str) -> bool:
+    """Delete the thread with its messages, runs and logs; refused while a run is going."""
+    from conversations.services.runs import ACTIVE_STATUSES
+
+    thread = _thread_for_change(user=user, thread_id=thread_id)
+    if thread is None:
+        return False
+    if Run.objects.filter(thread=thread, status__in=ACTIVE_STATUSES).exists():
+        raise ThreadIsBusy
+    thread.delete()
     return True

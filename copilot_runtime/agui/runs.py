@@ -21,9 +21,8 @@ from django.http import HttpRequest, HttpResponse
 from agents.registry import AgentSpec
 from agents.remote.announced import agent_resolve
 from agents.runners import agent_turn_events
-from conversations.models import Run
-from conversations.selectors import thread_get_for_caller
-from conversations.services.runs import ACTIVE_STATUSES, new_run_id
+from conversations.selectors import active_run_ids_for_caller, run_exists, thread_get_for_caller
+from conversations.services.runs import new_run_id
 from copilot_runtime.adapters import adapter_from_settings
 from copilot_runtime.agui import responses
 from copilot_runtime.agui.encoder import SseEncoder
@@ -138,7 +137,7 @@ async def handle_run(
         # here rather than by a query before every run). Saying so would confirm that someone's
         # run has that id, and refusing would let a caller squat ids others will mint: the
         # run goes ahead under an id of the server's, which RUN_STARTED announces.
-        if not await Run.objects.filter(pk=parsed.run_id).aexists():
+        if not await sync_to_async(run_exists)(run_id=parsed.run_id):
             raise
         try:
             started = await turn_start(
@@ -187,22 +186,12 @@ async def _empty() -> AsyncIterator[bytes]:
 # --- stop -------------------------------------------------------------------------------------
 
 
-def _active_run_ids(*, caller: Caller, thread_id: str, run_id: str | None) -> list[str]:
-    thread = thread_get_for_caller(thread_id=thread_id, user=caller.user)
-    if thread is None:
-        return []
-    runs = Run.objects.filter(thread=thread, status__in=ACTIVE_STATUSES)
-    if run_id:
-        runs = runs.filter(pk=run_id)
-    return list(runs.order_by("created_at").values_list("pk", flat=True))
-
-
 async def handle_stop(*, caller: Caller, agent_id: str, thread_id: str, body: Any) -> HttpResponse:
     if not await agent_known(agent_id):
         return responses.agent_not_found(agent_id)
     run_id = body.get("runId") if isinstance(body, dict) else None
-    run_ids = await sync_to_async(_active_run_ids)(
-        caller=caller, thread_id=thread_id, run_id=run_id if isinstance(run_id, str) else None
+    run_ids = await sync_to_async(active_run_ids_for_caller)(
+        user=caller.user, thread_id=thread_id, run_id=run_id if isinstance(run_id, str) else None
     )
     stopped = False
     for active in run_ids:

@@ -1,4 +1,5 @@
-"""The v2 thread endpoints, backed by the conversations models, with ownership.
+"""The v2 thread endpoints in the TypeScript runtime's shapes, on the conversations selectors
+and services (which apply ownership).
 
 The shapes are the TypeScript runtime's (its local runner and the Intelligence platform answer
 alike). A caller sees only the threads ``thread_is_visible_to`` allows: someone else's thread is
@@ -14,12 +15,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db import transaction
-from django.db.models import Q, QuerySet
 
-from conversations.models import Message, Run, Thread, ThreadStatus
-from conversations.selectors import agent_state_latest, thread_get_for_caller
-from conversations.services.runs import ACTIVE_STATUSES
+from conversations.models import Thread, ThreadStatus
+from conversations.selectors import (
+    agent_state_latest,
+    thread_current_messages,
+    thread_get_for_caller,
+    threads_for_caller,
+)
+from conversations.services.threads import ThreadIsBusy, do_thread_change, do_thread_delete
 from copilot_runtime.agui.messages import agui_messages, thread_endpoint_messages
 from copilot_runtime.agui.replay import thread_history
 from copilot_runtime.agui.translate import Translator, compact_events
@@ -28,17 +32,14 @@ from copilot_runtime.events import event_from_payload
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
-NAME_LENGTH = 255
+
+__all__ = ["ThreadIsBusy", "ThreadRequestError"]
 
 User = AbstractBaseUser | AnonymousUser
 
 
 class ThreadRequestError(ValueError):
     """A thread request the caller must fix (answered 400)."""
-
-
-class ThreadIsBusy(Exception):
-    """The thread has a run in progress (answered 409)."""
 
 
 def _iso(value: dt.datetime) -> str:
@@ -56,12 +57,6 @@ def thread_as_json(thread: Thread) -> dict[str, Any]:
         "createdAt": _iso(thread.created_at),
         "updatedAt": _iso(thread.updated_at),
     }
-
-
-def _visible_threads(user: User) -> QuerySet[Thread]:
-    if user.is_authenticated:
-        return Thread.objects.filter(owner_id=user.pk)
-    return Thread.objects.filter(owner__isnull=True)
 
 
 @dataclass(frozen=True)
@@ -84,7 +79,7 @@ def _page_cursor(thread: Thread) -> str:
 _CURSOR = re.compile(r"(\d{1,18})-(\d{1,18})", re.ASCII)
 
 
-def _after_cursor(threads: QuerySet[Thread], cursor: str) -> QuerySet[Thread]:
+def _cursor_position(cursor: str) -> tuple[dt.datetime, int]:
     match = _CURSOR.fullmatch(cursor)
     if match is None:
         raise ThreadRequestError("Valid cursor query param is required")
@@ -93,7 +88,7 @@ def _after_cursor(threads: QuerySet[Thread], cursor: str) -> QuerySet[Thread]:
         updated_at = _EPOCH + int(stamp) * _MICROSECOND
     except OverflowError:  # past year 9999: no cursor this server wrote
         raise ThreadRequestError("Valid cursor query param is required") from None
-    return threads.filter(Q(updated_at__lt=updated_at) | Q(updated_at=updated_at, pk__lt=int(pk)))
+    return updated_at, int(pk)
 
 
 def threads_list(
@@ -110,14 +105,13 @@ def threads_list(
         if not limit.isdigit() or int(limit) <= 0:
             raise ThreadRequestError("Valid limit query param is required")
         size = min(int(limit), MAX_PAGE_SIZE)
-    threads = _visible_threads(user).order_by("-updated_at", "-pk")
-    if agent_id:
-        threads = threads.filter(agent_name=agent_id)
-    if not include_archived:
-        threads = threads.exclude(status=ThreadStatus.ARCHIVED)
-    if cursor:
-        threads = _after_cursor(threads, cursor)
-    rows = list(threads[: size + 1])
+    rows = threads_for_caller(
+        user=user,
+        agent_name=agent_id,
+        include_archived=include_archived,
+        after=_cursor_position(cursor) if cursor else None,
+        limit=size + 1,
+    )
     next_cursor = _page_cursor(rows[size - 1]) if len(rows) > size else None
     return ThreadPage(threads=[thread_as_json(t) for t in rows[:size]], next_cursor=next_cursor)
 
@@ -127,8 +121,7 @@ def thread_messages(*, user: User, thread_id: str) -> list[dict[str, Any]]:
     thread = thread_get_for_caller(thread_id=thread_id, user=user)
     if thread is None:
         return []
-    rows = Message.objects.filter(thread=thread, superseded=False).order_by("position")
-    return thread_endpoint_messages(agui_messages(rows))
+    return thread_endpoint_messages(agui_messages(thread_current_messages(thread=thread)))
 
 
 def thread_state(*, user: User, thread_id: str, agent_id: str | None = None) -> Any:
@@ -154,14 +147,6 @@ def thread_events(*, user: User, thread_id: str) -> list[dict[str, Any]]:
     return compact_events(events)
 
 
-def _thread_for_change(*, user: User, thread_id: str) -> Thread | None:
-    thread = thread_get_for_caller(thread_id=thread_id, user=user)
-    if thread is None:
-        return None
-    return Thread.objects.select_for_update().get(pk=thread.pk)
-
-
-@transaction.atomic
 def thread_update(*, user: User, thread_id: str, changes: Any) -> Thread | None:
     """Rename (``name``) and/or archive (``archived``); None when the caller has no such
     thread."""
@@ -173,44 +158,14 @@ def thread_update(*, user: User, thread_id: str, changes: Any) -> Thread | None:
         raise ThreadRequestError("'name' must be a string or null.")
     if "archived" in changes and not isinstance(archived, bool):
         raise ThreadRequestError("'archived' must be a boolean.")
-    thread = _thread_for_change(user=user, thread_id=thread_id)
-    if thread is None:
-        return None
-    fields = ["updated_at"]
-    if "name" in changes:
-        thread.title = (name or "").strip()[:NAME_LENGTH]
-        fields.append("title")
-    if "archived" in changes:
-        _set_archived(thread, archived)
-        fields.append("status")
-    thread.save(update_fields=fields)
-    return thread
+    renamed = {"title": name} if "name" in changes else {}
+    return do_thread_change(user=user, thread_id=thread_id, archived=archived, **renamed)
 
 
-def _set_archived(thread: Thread, archived: bool) -> None:
-    if archived:
-        thread.status = ThreadStatus.ARCHIVED
-    elif thread.status == ThreadStatus.ARCHIVED:
-        thread.status = ThreadStatus.IDLE
-
-
-@transaction.atomic
 def thread_archive(*, user: User, thread_id: str) -> bool:
-    thread = _thread_for_change(user=user, thread_id=thread_id)
-    if thread is None:
-        return False
-    _set_archived(thread, True)
-    thread.save(update_fields=["status", "updated_at"])
-    return True
+    return do_thread_change(user=user, thread_id=thread_id, archived=True) is not None
 
 
-@transaction.atomic
 def thread_delete(*, user: User, thread_id: str) -> bool:
     """Delete the thread with its messages, runs and logs; refused while a run is going."""
-    thread = _thread_for_change(user=user, thread_id=thread_id)
-    if thread is None:
-        return False
-    if Run.objects.filter(thread=thread, status__in=ACTIVE_STATUSES).exists():
-        raise ThreadIsBusy
-    thread.delete()
-    return True
+    return do_thread_delete(user=user, thread_id=thread_id)
