@@ -17,14 +17,13 @@ from typing import Any
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
-from agents.remote.announced import agent_resolve
-from agents.runners import agent_turn_events, turn_server_actions
 from conversations.models import RunStatus
 from conversations.services.runs import LoggedEvent, RunOutcome
 from conversations.store import turn_store
 from conversations.store.types import PreparedTurn, Progress, SpanWrite
 from copilot_runtime.adapters import adapter_from_settings
 from copilot_runtime.conf import runtime_setting
+from copilot_runtime.engine.agent_host import agent_host
 from copilot_runtime.engine.breakers import EmptyCallsBreaker, ToolBreaker
 from copilot_runtime.engine.chat import ChatTurn, chat_turn_events
 from copilot_runtime.engine.heartbeats import heartbeat_for_loop
@@ -443,8 +442,9 @@ async def _turn(
     # An agent other than the chat engine (python, llm, remote, agui) streams its runner's
     # events (agents/runners); the chat engine also offers the remote endpoints' actions.
     # An agent a remote endpoint announced may be unknown to this process yet (a worker).
-    await agent_resolve(request.agent_name)
-    events = agent_turn_events(
+    host = agent_host()
+    await host.resolve(request.agent_name)
+    events = host.turn_events(
         request=request, adapter=adapter, before_server_action=before_server_action
     )
     if events is None:
@@ -452,7 +452,7 @@ async def _turn(
         turn = ChatTurn(
             request=request,
             adapter=adapter,
-            server_actions=await turn_server_actions(request),
+            server_actions=await host.server_actions(request),
             max_iterations=policy.max_iterations,
             policy=policy,
             tool_breaker=ToolBreaker(threshold=int(runtime_setting("TOOL_FAILURE_LIMIT"))),

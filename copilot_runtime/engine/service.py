@@ -17,13 +17,12 @@ import orjson
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
-from agents.registry import agent_get
-from agents.remote.announced import agent_resolve
 from conversations.models import RunStatus
 from conversations.services.runs import RunOutcome, Usage, new_run_id
 from conversations.store import PreparedTurn, turn_store
 from conversations.store.orm import turn_record as turn_record_orm
 from conversations.store.types import Progress, TurnRecord
+from copilot_runtime.engine.agent_host import agent_host
 from copilot_runtime.engine.executor import (
     CELERY,
     enqueue_on_worker,
@@ -66,10 +65,8 @@ class StartedTurn:
 
 def check_agent_runnable(*, agent_name: str) -> None:
     """AGENT_NOT_FOUND for an unknown agent, CONFIGURATION_ERROR for one whose settings
-    cannot run (agents/runners checks each kind's)."""
-    from agents.runners import check_agent_runnable as check_agent_settings
-
-    check_agent_settings(agent_get(agent_name))
+    cannot run (the agent host checks each kind's)."""
+    agent_host().check_runnable(agent_name)
 
 
 def agent_state_from_client(request: TurnRequest) -> dict[str, Any] | None:
@@ -174,7 +171,7 @@ async def turn_start(
     ``run_id`` is the client's own run id (v2 clients mint them; the caller validates it).
     """
     # An agent a remote endpoint announced is found here (the lookups below are synchronous).
-    await agent_resolve(request.agent_name)
+    await agent_host().resolve(request.agent_name)
     record, client_state = _turn_record(
         user=user, request=request, protocol=protocol, run_id=run_id
     )
