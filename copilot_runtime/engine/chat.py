@@ -23,6 +23,7 @@ from copilot_runtime.adapters.base import (
     UpstreamError,
     UsageChunk,
 )
+from copilot_runtime.conf import runtime_setting
 from copilot_runtime.engine.actions import ServerAction, action_execute, encode_error
 from copilot_runtime.engine.approvals import (
     AwaitingDecision,
@@ -36,7 +37,7 @@ from copilot_runtime.engine.breakers import (
     ToolBreaker,
     stop_message,
 )
-from copilot_runtime.engine.loop_policy import LoopPolicy, LoopTurn, open_todos
+from copilot_runtime.engine.loop_policy import LoopPolicy, LoopTurn, loop_policy_for, open_todos
 from copilot_runtime.engine.model_messages import model_messages, offered_tools
 from copilot_runtime.engine.todos import UPDATE_TODOS_NAME
 from copilot_runtime.events import (
@@ -334,6 +335,32 @@ def _parameters(request: ModelRequest) -> dict[str, Any]:
         )
         if value
     }
+
+
+def configured_chat_turn(
+    *,
+    request: TurnRequest,
+    adapter: ModelAdapter,
+    server_actions: dict[str, ServerAction],
+    before_server_action: Callable[[], Awaitable[None]] | None = None,
+) -> ChatTurn:
+    """The chat engine's turn as the settings configure it: the agent's loop policy (its own
+    ``loop`` settings over the global ones) and the circuit breakers. The one place a turn is
+    set up, for the runtime's own chat and for agents that chat (the ``llm`` kind,
+    ``AgentContext.chat``)."""
+    policy = loop_policy_for(request.agent_name)
+    return ChatTurn(
+        request=request,
+        adapter=adapter,
+        server_actions=server_actions,
+        max_iterations=policy.max_iterations,
+        policy=policy,
+        tool_breaker=ToolBreaker(threshold=int(runtime_setting("TOOL_FAILURE_LIMIT"))),
+        empty_calls_breaker=EmptyCallsBreaker(
+            threshold=int(runtime_setting("EMPTY_TOOL_CALL_LIMIT"))
+        ),
+        before_server_action=before_server_action,
+    )
 
 
 async def chat_turn_events(turn: ChatTurn) -> AsyncIterator[Event]:

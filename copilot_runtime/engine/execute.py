@@ -24,15 +24,13 @@ from conversations.store.types import PreparedTurn, Progress, SpanWrite
 from copilot_runtime.adapters import adapter_from_settings
 from copilot_runtime.conf import runtime_setting
 from copilot_runtime.engine.agent_host import agent_host
-from copilot_runtime.engine.breakers import EmptyCallsBreaker, ToolBreaker
-from copilot_runtime.engine.chat import ChatTurn, chat_turn_events
+from copilot_runtime.engine.chat import chat_turn_events, configured_chat_turn
 from copilot_runtime.engine.heartbeats import heartbeat_for_loop
 from copilot_runtime.engine.hooks import (
     RequestHookContext,
     after_request_configured,
     call_after_request,
 )
-from copilot_runtime.engine.loop_policy import loop_policy_for
 from copilot_runtime.engine.recorder import CANCELLED_REASON, STREAM_ERROR_REASON, RunRecorder
 from copilot_runtime.engine.relay import CANCEL_MESSAGE, announce_batch, run_control_group
 from copilot_runtime.errors import CopilotKitError
@@ -448,17 +446,10 @@ async def _turn(
         request=request, adapter=adapter, before_server_action=before_server_action
     )
     if events is None:
-        policy = loop_policy_for(request.agent_name)
-        turn = ChatTurn(
+        turn = configured_chat_turn(
             request=request,
             adapter=adapter,
             server_actions=await host.server_actions(request),
-            max_iterations=policy.max_iterations,
-            policy=policy,
-            tool_breaker=ToolBreaker(threshold=int(runtime_setting("TOOL_FAILURE_LIMIT"))),
-            empty_calls_breaker=EmptyCallsBreaker(
-                threshold=int(runtime_setting("EMPTY_TOOL_CALL_LIMIT"))
-            ),
             before_server_action=before_server_action,
         )
         events = chat_turn_events(turn)
