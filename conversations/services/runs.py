@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,24 +57,6 @@ class LoggedEvent:
 
 def new_run_id() -> str:
     return str(uuid.uuid4())
-
-
-def check_thread_not_busy(*, thread: Thread, reap: Callable[..., int] | None = None) -> None:
-    """Refuse a second run on a thread whose run is pending or running. ``reap`` (the engine's
-    stale-run reaper) is given the running ones first: a run whose executor died must not
-    keep its thread busy forever."""
-    active = list(
-        Run.objects.filter(thread=thread, status__in=ACTIVE_STATUSES).values_list("pk", "status")
-    )
-    if not active:
-        return
-    running = [pk for pk, status in active if status == RunStatus.RUNNING]
-    if reap is not None and running:
-        reap(run_ids=running)
-        if Run.objects.filter(thread=thread, status__in=ACTIVE_STATUSES).exists():
-            raise ThreadBusy(thread.thread_id)
-        return
-    raise ThreadBusy(thread.thread_id)
 
 
 def run_create(

@@ -76,12 +76,3 @@ def accepts_multipart(accept_header: str | None) -> bool:
 
 def accepts_sse(accept_header: str | None) -> bool:
     return "text/event-stream" in _accepted_media_types(accept_header)
-
-
-def choose_stream_format(accept_header: str | None) -> str | None:
-    """``"multipart"`` (preferred, as yoga), ``"sse"``, or None when neither is accepted."""
-    if accepts_multipart(accept_header):
-        return "multipart"
-    if accepts_sse(accept_header):
-        return "sse"
-    return None

@@ -172,8 +172,3 @@ async def rules_for_turn_cached(*, request: TurnRequest) -> list[RuleSpec]:
         *await stored_rules_cached(agent_name=request.agent_name),
         *request_rules(request.cloud),
     ]
-
-
-def rules_for_turn(*, request: TurnRequest) -> list[RuleSpec]:
-    """Every rule in scope for the turn: stored ones by priority, then the request's own."""
-    return [*stored_rules_in_scope(agent_name=request.agent_name), *request_rules(request.cloud)]

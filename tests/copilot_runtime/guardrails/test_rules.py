@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from asgiref.sync import sync_to_async
 
 from copilot_runtime.guardrails.rules import (
-    rules_for_turn,
+    rules_for_turn_cached,
     stored_rules_in_scope,
     subject_from_request,
 )
@@ -52,14 +53,14 @@ def test_stored_rules_keep_their_id_and_fields() -> None:
 
 
 @pytest.mark.django_db
-def test_the_requests_own_lists_are_merged_after_the_stored_rules() -> None:
-    make_rule("politics")
+async def test_the_requests_own_lists_are_merged_after_the_stored_rules() -> None:
+    await sync_to_async(make_rule)("politics")
     request = turn_request(
         user_text("u1", "hi"),
         cloud=cloud_lists(allow=["cooking", " ", "baking"], deny=["sports"]),
     )
 
-    rules = rules_for_turn(request=request)
+    rules = await rules_for_turn_cached(request=request)
 
     assert [(r.kind, r.text, r.source) for r in rules] == [
         ("deny", "politics", "stored"),
