@@ -1,4 +1,4 @@
-"""A deterministic OpenAI-compatible fake upstream for the tests, end-to-end tests and benchmark.
+"""A deterministic OpenAI- and Anthropic-compatible fake upstream for tests and the benchmark.
 
 It is a plain asyncio HTTP/1.1 server (keep-alive, chunked streaming) that answers
 `POST /v1/messages` like Anthropic's Messages API (messages_api.py, from the same directives),
@@ -62,10 +62,34 @@ Directive fields (all optional; unknown fields are rejected):
   step. Past the end of the list: the last step again with `repeat_last`, otherwise only the
   shared fields apply (so, usually, the default reply).
 
+Anthropic's Messages API
+------------------------
+`POST /v1/messages` (and `/messages`; point the `anthropic` SDK at the root, without `/v1`)
+takes the same directives, found the same way, with Anthropic's shapes read as chat ones: the
+top-level `system` counts as a system message; a user message whose content is only
+`tool_result` blocks is a tool result (its content gives `Tool result: ...`), not a user turn,
+so it neither holds the `FAKE:` line nor resets the `steps` index (the number of assistant
+messages after the last real user turn). A streamed reply (`"stream": true`) is
+`event: <type>` + `data: <json>` pairs as Anthropic sends them: `message_start` (the message
+with empty content and usage, `output_tokens` 0), per text or `tool_use` block
+`content_block_start` (a tool_use block carries id, name and `input: {}`) /
+`content_block_delta` (`text_delta`, or `input_json_delta` with the arguments' fragments) /
+`content_block_stop`, then `message_delta` (`stop_reason`, `usage.output_tokens`) and
+`message_stop`. Otherwise one whole `message`. `stop_reason` is `tool_use` for a tool-call
+turn, `stop_sequence` when the text holds one of the request's `stop_sequences` (the reply
+ends before it, tool calls dropped), `max_tokens` when the reply has more token-bearing pieces
+than the request's `max_tokens` (it is cut there), else `end_turn`. Usage: `input_tokens` is
+the word count of all contents (system included), `output_tokens` the token-bearing deltas
+(text tokens, tool_use block starts, input fragments), the cache fields 0; a directive's
+`usage` may set `input_tokens`, `output_tokens`, `cache_read_input_tokens` and
+`cache_creation_input_tokens`. Errors are the directive's status with
+`{"type": "error", "error": {"type", "message"}}` (the type from the status unless given) and
+`Retry-After` if given; a request the fake cannot read is a 400 `invalid_request_error`.
+
 Control endpoints (also under `/v1/_fake/...`): `POST /_fake/script`, `POST /_fake/reset`
 (clears the queue, the recorded requests and the counters), `GET /_fake/requests` (recorded
-chat request bodies, newest last), `GET /_fake/stats` (`requests`, `completed`, `errors`,
-`cut_off`, `client_closed`, `active`, `queued`), `GET /_fake/health`.
+chat and Messages request bodies, newest last), `GET /_fake/stats` (`requests`, `completed`,
+`errors`, `cut_off`, `client_closed`, `active`, `queued`), `GET /_fake/health`.
 """
 
 from benchmarks.fake_upstream.directives import DirectiveError

@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from benchmarks.fake_upstream import http1
+from benchmarks.fake_upstream.messages_stop import Stop
 from benchmarks.fake_upstream.plan import ReplyPlan, content_text
 from benchmarks.fake_upstream.responder import (
     Outcome,
@@ -28,7 +29,6 @@ from benchmarks.fake_upstream.responder import (
 )
 
 MESSAGES_PATH = "/messages"
-_STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use"}
 _ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -86,7 +86,9 @@ def _event(kind: str, payload: dict[str, Any]) -> bytes:
     return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
 
 
-def stream_events(plan: ReplyPlan, *, message_id: str, model: str) -> list[tuple[bytes, bool]]:
+def stream_events(
+    plan: ReplyPlan, stop: Stop, *, message_id: str, model: str
+) -> list[tuple[bytes, bool]]:
     """(bytes, carries a token) per event, in order."""
     usage = _usage(plan)
     start_usage = {**usage, "output_tokens": 0}
@@ -167,14 +169,14 @@ def stream_events(plan: ReplyPlan, *, message_id: str, model: str) -> list[tuple
             (_event("content_block_stop", {"type": "content_block_stop", "index": index}), False)
         )
         index += 1
-    stop = {"stop_reason": _STOP_REASONS[plan.finish_reason], "stop_sequence": None}
+    ending = {"stop_reason": stop.reason, "stop_sequence": stop.sequence}
     events.append(
         (
             _event(
                 "message_delta",
                 {
                     "type": "message_delta",
-                    "delta": stop,
+                    "delta": ending,
                     "usage": {"output_tokens": usage["output_tokens"]},
                 },
             ),
@@ -185,7 +187,7 @@ def stream_events(plan: ReplyPlan, *, message_id: str, model: str) -> list[tuple
     return events
 
 
-def message_body(plan: ReplyPlan, *, message_id: str, model: str) -> dict[str, Any]:
+def message_body(plan: ReplyPlan, stop: Stop, *, message_id: str, model: str) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     if plan.content_tokens:
         content.append({"type": "text", "text": "".join(plan.content_tokens)})
@@ -202,8 +204,8 @@ def message_body(plan: ReplyPlan, *, message_id: str, model: str) -> dict[str, A
         "role": "assistant",
         "model": model,
         "content": content,
-        "stop_reason": _STOP_REASONS[plan.finish_reason],
-        "stop_sequence": None,
+        "stop_reason": stop.reason,
+        "stop_sequence": stop.sequence,
         "usage": _usage(plan),
     }
 
@@ -219,6 +221,7 @@ def error_body(status: int, message: str, type_: str | None) -> dict[str, Any]:
 async def send_messages_reply(
     *,
     plan: ReplyPlan,
+    stop: Stop,
     message_id: str,
     model: str,
     stream: bool,
@@ -246,7 +249,7 @@ async def send_messages_reply(
                 await asyncio.sleep(plan.token_delay_s * plan.token_count)
             if plan.fail_after_tokens is not None:
                 return Outcome.CUT_OFF
-            body = message_body(plan, message_id=message_id, model=model)
+            body = message_body(plan, stop, message_id=message_id, model=model)
             writer.write(
                 http1.json_response(200, body, keep_alive=keep_alive, extra_headers=headers)
             )
@@ -256,7 +259,7 @@ async def send_messages_reply(
         if plan.hang:
             await writer.drain()
             return await _wait_for_client_close(reader)
-        events = stream_events(plan, message_id=message_id, model=model)
+        events = stream_events(plan, stop, message_id=message_id, model=model)
         return await _send(plan, events, reader=reader, writer=writer)
     except ConnectionError:
         return Outcome.CLIENT_CLOSED

@@ -12,7 +12,13 @@ import orjson
 
 from benchmarks.fake_upstream import http1
 from benchmarks.fake_upstream.directives import Directive, DirectiveError, parse_directive
-from benchmarks.fake_upstream.messages_api import MESSAGES_PATH, chat_shaped, send_messages_reply
+from benchmarks.fake_upstream.messages_api import (
+    MESSAGES_PATH,
+    chat_shaped,
+    send_messages_reply,
+)
+from benchmarks.fake_upstream.messages_api import error_body as messages_error_body
+from benchmarks.fake_upstream.messages_stop import apply_stops
 from benchmarks.fake_upstream.payloads import error_body
 from benchmarks.fake_upstream.plan import build_plan, chat_messages, find_directive
 from benchmarks.fake_upstream.responder import Outcome, ReplyIdentity, send_reply
@@ -178,26 +184,28 @@ class FakeUpstreamServer:
         try:
             body = orjson.loads(request.body)
         except orjson.JSONDecodeError as error:
-            return await _respond_invalid(writer, request, f"Request body is not JSON: {error}")
+            return await _messages_invalid(writer, request, f"Request body is not JSON: {error}")
         if not isinstance(body, dict):
-            return await _respond_invalid(writer, request, "Request body must be a JSON object")
+            return await _messages_invalid(writer, request, "Request body must be a JSON object")
         number = self.state.record_request(body)
         shaped = {"messages": chat_shaped(body)}
         try:
             directive = self.state.next_directive() or find_directive(shaped["messages"])
         except DirectiveError as error:
-            return await _respond_invalid(writer, request, f"Invalid FAKE directive: {error}")
+            return await _messages_invalid(writer, request, f"Invalid FAKE directive: {error}")
         plan = build_plan(
             body=shaped,
             directive=directive,
             request_number=number,
             default_token_delay_ms=self.token_delay_ms,
         )
+        plan, stop = apply_stops(plan, body)
         model = body.get("model")
         self.state.count("active")
         try:
             outcome = await send_messages_reply(
                 plan=plan,
+                stop=stop,
                 message_id=f"msg_fake_{number}",
                 model=model if isinstance(model, str) and model else "fake-model",
                 stream=body.get("stream") is True,
@@ -241,6 +249,14 @@ async def _respond_invalid(
     writer: asyncio.StreamWriter, request: http1.HttpRequest, message: str
 ) -> bool:
     payload = error_body(message=message, status=400, type_=None, code="invalid_fake_request")
+    return await _respond_json(writer, request, 400, payload)
+
+
+async def _messages_invalid(
+    writer: asyncio.StreamWriter, request: http1.HttpRequest, message: str
+) -> bool:
+    """A bad Messages request, answered in Anthropic's error shape."""
+    payload = messages_error_body(400, message, "invalid_request_error")
     return await _respond_json(writer, request, 400, payload)
 
 

@@ -68,6 +68,9 @@ def _user_blocks(content: Any) -> list[dict[str, Any]]:
                         "source": {"type": "base64", "media_type": media_type, "data": data},
                     }
                 )
+            elif url.startswith(("https://", "http://")):
+                # Anthropic fetches a linked image itself.
+                blocks.append({"type": "image", "source": {"type": "url", "url": url}})
     return blocks
 
 
@@ -265,10 +268,10 @@ class AnthropicAdapter:
         self.max_tokens = max_tokens
         root = base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
         self._url = root.rstrip("/") + "/v1/messages"
+        # The transport adds Content-Type (JSON) and Accept (text/event-stream) itself.
         headers = {
             "x-api-key": api_key or os.environ.get("ANTHROPIC_API_KEY", ""),
             "anthropic-version": version,
-            "Accept": "text/event-stream",
         }
         self._transport = SseTransport(headers=headers, timeout=timeout, max_retries=max_retries)
 
@@ -300,3 +303,7 @@ class AnthropicAdapter:
                 code="UPSTREAM_STREAM_CUT",
             )
         yield reader.total_usage()
+
+    async def aclose(self) -> None:
+        """Close the connection pool (the runtime keeps one adapter per event loop)."""
+        await self._transport.aclose()
