@@ -9,14 +9,12 @@ into one ``items`` entry, so a fast model costs a handful of writes instead of o
 
 from __future__ import annotations
 
-import datetime as dt
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from copilot_runtime.errors import ErrorCode
 from copilot_runtime.events import (
     ActionArgs,
     ActionEnd,
@@ -31,45 +29,19 @@ from copilot_runtime.events import (
     TextEnd,
     TextStart,
 )
-from copilot_runtime.guardrails.errors import denial_reason, interrupted_message_reason, is_denial
-
-ROOT = "generateCopilotResponse"
-STREAM_ERROR_REASON = "Error streaming message content"
-CANCELLED_REASON = "The run was stopped before this message finished."
-
-_SUCCESS_MESSAGE_STATUS = {"code": "Success", "__typename": "SuccessMessageStatus"}
-_SUCCESS_RESPONSE_STATUS = {"code": "Success", "__typename": "SuccessResponseStatus"}
-
-# What the client should make of a run error (react-core maps originalError.code).
-UPSTREAM_PREFIX = "UPSTREAM_"
-_CLIENT_CODES = {
-    # An agent's remote endpoint or AG-UI server (agents/peer_http.py).
-    "AGENT_ENDPOINT_UNREACHABLE": ErrorCode.NETWORK_ERROR,
-    "AGENT_ENDPOINT_TIMEOUT": ErrorCode.NETWORK_ERROR,
-}
-
-
-def client_error_code(error: RunError) -> ErrorCode:
-    """The ``originalError.code`` the frontend turns into its banner. A model service failure
-    is classed by its HTTP status as the TypeScript runtime 1.10.6 classes it
-    (``convertServiceAdapterError``): 401 an authentication error, any other 4xx (429
-    included) a configuration error, 5xx or no status at all (unreachable, timed out, cut
-    off) a network error."""
-    if error.code.startswith(UPSTREAM_PREFIX):
-        status = error.details.get("statusCode")
-        if not isinstance(status, int):
-            return ErrorCode.NETWORK_ERROR
-        if status == 401:
-            return ErrorCode.AUTHENTICATION_ERROR
-        if 400 <= status < 500:
-            return ErrorCode.CONFIGURATION_ERROR
-        return ErrorCode.NETWORK_ERROR
-    return _CLIENT_CODES.get(error.code, ErrorCode.UNKNOWN)
-
-
-def iso_now() -> str:
-    now = dt.datetime.now(dt.UTC)
-    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+from copilot_runtime.graphql.v1_rules import (
+    COPILOTKIT_INTERRUPT,
+    INTERRUPT_ALIASES,
+    LANGGRAPH_INTERRUPT,
+    ROOT,
+    SUCCESS_MESSAGE_STATUS,
+    SUCCESS_RESPONSE_STATUS,
+    failed_response_status,
+    interrupt_message_item,
+    iso_now,
+    meta_text,
+    open_message_failure_reason,
+)
 
 
 def initial_payload(
@@ -104,52 +76,6 @@ def _extensions(extensions: dict[str, Any] | None) -> dict[str, Any] | None:
         },
         "__typename": "ExtensionsResponse",
     }
-
-
-# Run errors meaning the stream itself was cut (its executor died), not the model failing.
-_INTERRUPTED_CODES = frozenset({"WORKER_LOST"})
-
-
-def failed_response_status(error: RunError) -> dict[str, Any]:
-    if is_denial(error):
-        # As the TypeScript runtime answers a Copilot Cloud guardrails denial.
-        return {
-            "code": "Failed",
-            "__typename": "FailedResponseStatus",
-            "reason": "GUARDRAILS_VALIDATION_FAILED",
-            "details": {"guardrailsReason": denial_reason(error)},
-        }
-    if error.code in _INTERRUPTED_CODES:
-        return {
-            "code": "Failed",
-            "__typename": "FailedResponseStatus",
-            "reason": "MESSAGE_STREAM_INTERRUPTED",
-            "details": {"description": error.message, "code": error.code},
-        }
-    client_code = client_error_code(error)
-    return {
-        "code": "Failed",
-        "__typename": "FailedResponseStatus",
-        "reason": "UNKNOWN_ERROR",
-        "details": {
-            "description": error.message,
-            "code": error.code,
-            **error.details,
-            "originalError": {
-                "code": client_code.value,
-                "message": error.message,
-                "severity": "critical",
-                "visibility": "toast",
-            },
-        },
-    }
-
-
-def open_message_failure_reason(error: RunError | None, *, cancelled: bool) -> str:
-    """The ``FailedMessageStatus`` reason of a message still streaming when the run ended."""
-    if error is not None and is_denial(error):
-        return interrupted_message_reason(error)
-    return CANCELLED_REASON if cancelled else STREAM_ERROR_REASON
 
 
 @dataclass
@@ -206,9 +132,9 @@ class V1Encoder:
                     self.messages_sent - 1, "arguments", "ActionExecutionMessageOutput"
                 )
             elif kind is TextEnd:
-                self._close(entries, event.message_id, _SUCCESS_MESSAGE_STATUS)
+                self._close(entries, event.message_id, SUCCESS_MESSAGE_STATUS)
             elif kind is ActionEnd:
-                self._close(entries, event.action_execution_id, _SUCCESS_MESSAGE_STATUS)
+                self._close(entries, event.action_execution_id, SUCCESS_MESSAGE_STATUS)
             elif kind is ActionResult:
                 entries.append(self._item(self._result_item(event)))
                 entries.append(self._status(self.messages_sent - 1, "ResultMessageOutput"))
@@ -235,7 +161,7 @@ class V1Encoder:
     @staticmethod
     def _status(index: int, typename: str, status: dict[str, Any] | None = None) -> dict[str, Any]:
         return {
-            "data": {"status": status or _SUCCESS_MESSAGE_STATUS, "__typename": typename},
+            "data": {"status": status or SUCCESS_MESSAGE_STATUS, "__typename": typename},
             "path": [ROOT, "messages", index],
         }
 
@@ -257,7 +183,7 @@ class V1Encoder:
                 RunError(message="The run was stopped.", code="CANCELLED")
             )
         else:
-            status = _SUCCESS_RESPONSE_STATUS
+            status = SUCCESS_RESPONSE_STATUS
         entries.insert(
             0, {"data": {"status": status, "__typename": "CopilotResponse"}, "path": [ROOT]}
         )
@@ -344,7 +270,7 @@ class V1Encoder:
             # The messages' statuses are deferred fragments: patches after the item.
             entries.extend(
                 {
-                    "data": {"status": _SUCCESS_MESSAGE_STATUS, "__typename": typename},
+                    "data": {"status": SUCCESS_MESSAGE_STATUS, "__typename": typename},
                     "path": [*path, "data", "messages", position],
                 }
                 for position, (_, typename) in enumerate(items)
@@ -353,54 +279,6 @@ class V1Encoder:
             return []
         self.meta_events_sent += 1
         return entries
-
-
-LANGGRAPH_INTERRUPT = "LangGraphInterruptEvent"
-COPILOTKIT_INTERRUPT = "CopilotKitLangGraphInterruptEvent"
-# The raw LangGraph event name the TypeScript runtime also streams as a plain interrupt.
-INTERRUPT_ALIASES = {"on_interrupt": LANGGRAPH_INTERRUPT}
-
-
-def meta_text(value: Any) -> str:
-    if value is None:
-        return ""
-    return value if isinstance(value, str) else _json(value)
-
-
-def interrupt_message_item(message: dict[str, Any]) -> tuple[dict[str, Any], str]:
-    """One message shown with a CopilotKit interrupt: a tool call (it has ``arguments``), a
-    tool result (``result``) or a text; whole, since the document does not stream them."""
-    base = {"id": str(message.get("id") or f"ck-{uuid.uuid4()}"), "createdAt": iso_now()}
-    parent = message.get("parentMessageId")
-    if "arguments" in message or ("name" in message and "content" not in message):
-        arguments = message.get("arguments")
-        typename = "ActionExecutionMessageOutput"
-        item = {
-            "__typename": typename,
-            **base,
-            "name": str(message.get("name") or ""),
-            "arguments": [arguments if isinstance(arguments, str) else _json(arguments or {})],
-            "parentMessageId": parent,
-        }
-    elif "result" in message:
-        typename = "ResultMessageOutput"
-        item = {
-            "__typename": typename,
-            **base,
-            "result": meta_text(message.get("result")),
-            "actionExecutionId": str(message.get("actionExecutionId") or ""),
-            "actionName": str(message.get("actionName") or ""),
-        }
-    else:
-        typename = "TextMessageOutput"
-        item = {
-            "__typename": typename,
-            **base,
-            "content": [meta_text(message.get("content"))],
-            "role": str(message.get("role") or "assistant"),
-            "parentMessageId": parent,
-        }
-    return item, typename
 
 
 def _json(value: Any) -> str:

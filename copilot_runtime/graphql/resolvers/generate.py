@@ -20,6 +20,7 @@ from copilot_runtime.events import (
     ActionEnd,
     ActionResult,
     ActionStart,
+    AgentStateSnapshot,
     Event,
     MetaEvent,
     RunError,
@@ -30,26 +31,13 @@ from copilot_runtime.events import (
 )
 from copilot_runtime.events.request import TurnRequest
 from copilot_runtime.graphql.context import RuntimeContext
-from copilot_runtime.graphql.fastpath.encoder import (
-    COPILOTKIT_INTERRUPT,
-    INTERRUPT_ALIASES,
-    LANGGRAPH_INTERRUPT,
-    failed_response_status,
-    interrupt_message_item,
-    meta_text,
-    open_message_failure_reason,
-)
+from copilot_runtime.graphql.interrupts import agent_state_message, interrupt_meta_event
 from copilot_runtime.graphql.turn_input import parse_generate_input
 from copilot_runtime.graphql.types.enums import FailedResponseStatusReason, MessageRole
 from copilot_runtime.graphql.types.messages import (
     ActionExecutionMessageOutput,
     ResultMessageOutput,
     TextMessageOutput,
-)
-from copilot_runtime.graphql.types.meta_events import (
-    CopilotKitLangGraphInterruptEvent,
-    CopilotKitLangGraphInterruptEventData,
-    LangGraphInterruptEvent,
 )
 from copilot_runtime.graphql.types.responses import (
     CopilotResponse,
@@ -61,6 +49,10 @@ from copilot_runtime.graphql.types.statuses import (
     FailedResponseStatus,
     SuccessMessageStatus,
     SuccessResponseStatus,
+)
+from copilot_runtime.graphql.v1_rules import (
+    failed_response_status,
+    open_message_failure_reason,
 )
 
 _END = object()
@@ -177,8 +169,10 @@ class _Pump:
                     status_source=SuccessMessageStatus(),
                 )
             )
+        elif isinstance(event, AgentStateSnapshot):
+            self.messages.put_nowait(agent_state_message(event))
         elif isinstance(event, MetaEvent):
-            meta = _interrupt_meta_event(event)
+            meta = interrupt_meta_event(name=event.name, value=event.value, data=event.data)
             if meta is not None:  # other meta events stay in the run's log only
                 self.meta_events.put_nowait(meta)
 
@@ -202,60 +196,6 @@ class _Pump:
                 reason=FailedResponseStatusReason[wire["reason"]], details=wire["details"]
             )
         )
-
-
-def _interrupt_meta_event(event: MetaEvent) -> Any:
-    """The GraphQL object of an interrupt, as the fast path encodes it (see its encoder)."""
-    name = INTERRUPT_ALIASES.get(event.name, event.name)
-    if name == LANGGRAPH_INTERRUPT:
-        return LangGraphInterruptEvent(value=meta_text(event.value))
-    if name != COPILOTKIT_INTERRUPT:
-        return None
-    data = event.data or {}
-    now = dt.datetime.now(dt.UTC)
-    messages: list[Any] = []
-    for raw in data.get("messages") or []:
-        if not isinstance(raw, dict):
-            continue
-        item, typename = interrupt_message_item(raw)
-        if typename == "ActionExecutionMessageOutput":
-            messages.append(
-                ActionExecutionMessageOutput(
-                    id=item["id"],
-                    created_at=now,
-                    name=item["name"],
-                    parent_message_id=item["parentMessageId"],
-                    arguments_source=item["arguments"],
-                    status_source=SuccessMessageStatus(),
-                )
-            )
-        elif typename == "ResultMessageOutput":
-            messages.append(
-                ResultMessageOutput(
-                    id=item["id"],
-                    created_at=now,
-                    action_execution_id=item["actionExecutionId"],
-                    action_name=item["actionName"],
-                    result=item["result"],
-                    status_source=SuccessMessageStatus(),
-                )
-            )
-        else:
-            messages.append(
-                TextMessageOutput(
-                    id=item["id"],
-                    created_at=now,
-                    role=MessageRole(item["role"]),
-                    parent_message_id=item.get("parentMessageId"),
-                    content_source=item["content"],
-                    status_source=SuccessMessageStatus(),
-                )
-            )
-    return CopilotKitLangGraphInterruptEvent(
-        data=CopilotKitLangGraphInterruptEventData(
-            value=meta_text(data.get("value")), messages=messages
-        )
-    )
 
 
 def _extensions(extensions: dict[str, Any] | None) -> ExtensionsResponse | None:

@@ -33,10 +33,10 @@ from copilot_runtime.events import (
     TextEnd,
     TextStart,
 )
+from copilot_runtime.graphql.interrupts import interrupt_meta_event
 from copilot_runtime.graphql.types.enums import (
     FailedResponseStatusReason,
     MessageRole,
-    MetaEventName,
 )
 from copilot_runtime.graphql.types.messages import (
     ActionExecutionMessageOutput,
@@ -47,8 +47,6 @@ from copilot_runtime.graphql.types.messages import (
 )
 from copilot_runtime.graphql.types.meta_events import (
     BaseMetaEvent,
-    CopilotKitLangGraphInterruptEvent,
-    CopilotKitLangGraphInterruptEventData,
     LangGraphInterruptEvent,
 )
 from copilot_runtime.graphql.types.scalars import JSON
@@ -59,6 +57,7 @@ from copilot_runtime.graphql.types.statuses import (
     SuccessMessageStatus,
     SuccessResponseStatus,
 )
+from copilot_runtime.graphql.v1_rules import failed_response_status
 
 CANCELLED_ERROR = RunError(message="The run was stopped.", code="CANCELLED")
 FAILED_WITHOUT_ERROR = RunError(message="The run failed.", code="UNKNOWN")
@@ -183,7 +182,6 @@ class RunEventPayloads:
         if error is None:
             error = CANCELLED_ERROR if run_status == "cancelled" else FAILED_WITHOUT_ERROR
         # Imported here: the fastpath package imports the schema, which imports this module.
-        from copilot_runtime.graphql.fastpath.encoder import failed_response_status
 
         wire = failed_response_status(error)
         return FailedResponseStatus(
@@ -251,10 +249,13 @@ def _agent_state_message(data: dict[str, Any], *, state_id: str) -> AgentStateMe
 
 
 def _meta_event(data: dict[str, Any]) -> BaseMetaEvent:
+    """An interrupt as every v1 path builds it (copilot_runtime/graphql/interrupts.py); any
+    other meta event keeps its value, as a LangGraphInterruptEvent-shaped payload."""
+    built = interrupt_meta_event(
+        name=str(data.get("name") or ""), value=data.get("value"), data=data.get("data")
+    )
+    if built is not None:
+        return built
     value = data.get("value")
     text = value if isinstance(value, str) else orjson.dumps(value).decode()
-    if data.get("name") == MetaEventName.CopilotKitLangGraphInterruptEvent.value:
-        return CopilotKitLangGraphInterruptEvent(
-            data=CopilotKitLangGraphInterruptEventData(messages=[], value=text)
-        )
     return LangGraphInterruptEvent(value=text)

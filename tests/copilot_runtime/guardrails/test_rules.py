@@ -53,6 +53,8 @@ def test_stored_rules_keep_their_id_and_fields() -> None:
 
 
 @pytest.mark.django_db
+# Transactional: the rule is written from asgiref's thread, outside the test's transaction.
+@pytest.mark.django_db(transaction=True)
 async def test_the_requests_own_lists_are_merged_after_the_stored_rules() -> None:
     await sync_to_async(make_rule)("politics")
     request = turn_request(

@@ -22,7 +22,8 @@ from copilot_runtime.events import (
 from copilot_runtime.graphql.context import RuntimeContext
 from copilot_runtime.graphql.execution import prepare_operation
 from copilot_runtime.graphql.fastpath import match_fast_operation
-from copilot_runtime.graphql.fastpath.encoder import V1Encoder, failed_response_status
+from copilot_runtime.graphql.fastpath.encoder import V1Encoder
+from copilot_runtime.graphql.v1_rules import failed_response_status
 from copilot_runtime.guardrails import gate
 from copilot_runtime.guardrails.errors import denial_error
 from copilot_runtime.guardrails.rules import RuleSpec, Subject
