@@ -50,11 +50,9 @@ def client_error_code(error: RunError) -> ErrorCode:
     return _CLIENT_CODES.get(error.code, ErrorCode.UNKNOWN)
 
 
-
 def iso_now() -> str:
     now = dt.datetime.now(dt.UTC)
     return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
-
 
 
 # Run errors meaning the stream itself was cut (its executor died), not the model failing.
@@ -103,7 +101,6 @@ def open_message_failure_reason(error: RunError | None, *, cancelled: bool) -> s
     return CANCELLED_REASON if cancelled else STREAM_ERROR_REASON
 
 
-
 LANGGRAPH_INTERRUPT = "LangGraphInterruptEvent"
 COPILOTKIT_INTERRUPT = "CopilotKitLangGraphInterruptEvent"
 # The raw LangGraph event name the TypeScript runtime also streams as a plain interrupt.
@@ -150,8 +147,6 @@ def interrupt_message_item(message: dict[str, Any]) -> tuple[dict[str, Any], str
             "parentMessageId": parent,
         }
     return item, typename
-
-
 
 
 def _json(value: Any) -> str:
