@@ -29,7 +29,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -269,6 +269,18 @@ def base_subprocess_env() -> dict[str, str]:
 
 
 # --- connections opened by in-process runs ------------------------------------------------------
+
+
+@pytest.fixture
+async def _close_run_thread_connections() -> AsyncIterator[None]:
+    """For async tests whose runs write through asgiref's thread-sensitive executor: its
+    connection would otherwise outlive the test and keep the test database from being dropped
+    (some test folders make this autouse with a conftest of their own)."""
+    from asgiref.sync import sync_to_async
+    from django.db import connections
+
+    yield
+    await sync_to_async(connections.close_all)()
 
 
 @pytest.fixture(scope="session", autouse=True)

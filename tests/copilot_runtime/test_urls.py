@@ -7,7 +7,6 @@ import orjson
 import pytest
 from django.test import AsyncClient, override_settings
 
-from tests.copilot_runtime.agui.conftest import _close_run_thread_connections  # noqa: F401
 from tests.copilot_runtime.agui.helpers import read_events, run_body, user
 
 pytestmark = [

@@ -120,7 +120,7 @@ def test_a_startproject_site_becomes_a_copilotkit_backend_by_the_readme(
     run([str(venv / "bin" / "django-admin"), "startproject", "hostsite", str(site)])
     settings = site / "hostsite" / "settings.py"
     settings.write_text(
-        settings.read_text() + "\n" + (HOST_FILES / "settings_addendum.py").read_text()
+        settings.read_text() + "\n" + (HOST_FILES / "settings_addendum.txt").read_text()
     )
     urls = site / "hostsite" / "urls.py"
     urls.write_text(

@@ -62,13 +62,17 @@ def build_ui(version: str, out: Path) -> Path:
     return out
 
 
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        return None  # the page's requests are the test's business, not its output
+
+
 @pytest.fixture
 def page_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """A static server on a port of its own: the page's origin differs from the runtime's."""
     root = tmp_path / "ui"
     root.mkdir()
-    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(root))
-    handler.log_message = lambda *args: None  # type: ignore[attr-defined]
+    handler = functools.partial(_QuietHandler, directory=str(root))
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

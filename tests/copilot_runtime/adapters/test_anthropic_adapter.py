@@ -21,7 +21,6 @@ from copilot_runtime.adapters.base import (
     UpstreamError,
     UsageChunk,
 )
-from tests.copilot_runtime.agui.conftest import _close_run_thread_connections  # noqa: F401
 from tests.copilot_runtime.agui.helpers import post, read_events, run_body, types, user
 
 WEATHER = {

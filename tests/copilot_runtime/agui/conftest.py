@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from asgiref.sync import sync_to_async
-from django.db import connections
 from django.test import override_settings
 from pytest_django.fixtures import Settings
 
@@ -30,11 +28,3 @@ def runtime_on_fake(fake_upstream: Any) -> Iterator[dict[str, Any]]:
     }
     with override_settings(COPILOT_RUNTIME=conf):
         yield conf
-
-
-@pytest.fixture
-async def _close_run_thread_connections() -> AsyncIterator[None]:
-    # Runs write through asgiref's thread-sensitive executor; its connection would otherwise
-    # outlive the test and keep the test database from being dropped.
-    yield
-    await sync_to_async(connections.close_all)()

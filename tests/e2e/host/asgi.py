@@ -7,6 +7,7 @@ from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hostsite.settings")
 django_asgi_app = get_asgi_application()
+# After get_asgi_application(): the routes import models (the Channels convention).
 from copilot_runtime.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
