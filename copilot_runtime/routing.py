@@ -9,8 +9,12 @@ from copilot_runtime.routing import websocket_urlpatterns  # after Django is set
 application = ProtocolTypeRouter(
     {"http": django_asgi_app, "websocket": URLRouter(websocket_urlpatterns)}
 )
+
+``lifespan`` (optional: ``"lifespan": lifespan``) closes the runtime's database pools when the
+server shuts down.
 """
 
+from copilot_runtime.lifespan import lifespan
 from copilot_runtime.ws.routing import websocket_urlpatterns
 
-__all__ = ["websocket_urlpatterns"]
+__all__ = ["lifespan", "websocket_urlpatterns"]

@@ -59,8 +59,24 @@ def offenders(folder: str, forbidden: tuple[str, ...]) -> list[str]:
         # Storage reads and writes; protocols shape what it returns.
         ("conversations/services", ("copilot_runtime.graphql", "copilot_runtime.agui", "agents")),
         ("conversations/selectors.py", ("copilot_runtime.graphql", "copilot_runtime.agui")),
+        # The turn's storage writes what the engine hands it (spans arrive priced).
+        (
+            "conversations/store",
+            (
+                "agents",
+                "copilot_runtime.engine",
+                "copilot_runtime.tracing",
+                "copilot_runtime.graphql",
+                "copilot_runtime.agui",
+                "copilot_runtime.adapters",
+            ),
+        ),
         # The guardrails read the protocol-neutral request, not a protocol's parser.
         ("copilot_runtime/guardrails", ("copilot_runtime.graphql", "copilot_runtime.agui")),
+        # One v1 walk of the events: the wire encoder and the object pump subclass it, and
+        # neither the walk nor the rules know GraphQL objects.
+        ("copilot_runtime/graphql/v1_translation.py", ("copilot_runtime.graphql.types",)),
+        ("copilot_runtime/graphql/v1_rules.py", ("copilot_runtime.graphql.types",)),
     ],
 )
 def test_a_layer_does_not_import_above_itself(folder: str, forbidden: tuple[str, ...]) -> None:

@@ -21,7 +21,7 @@ from django.conf import settings
 
 from conversations.store.types import PreparedTurn, TurnStore
 
-__all__ = ["PreparedTurn", "TurnStore", "turn_store"]
+__all__ = ["PreparedTurn", "TurnStore", "turn_store", "turn_store_close"]
 
 
 @cache
@@ -40,3 +40,13 @@ def turn_store() -> TurnStore:
     from copilot_runtime.conf import runtime_setting
 
     return _store_for(str(runtime_setting("TURN_STORE")).strip().lower())
+
+
+async def turn_store_close() -> None:
+    """Close the connection pools the PostgreSQL store opened on this event loop (at
+    shutdown; the next turn would open new ones)."""
+    import sys
+
+    pg = sys.modules.get("conversations.store.pg")
+    if pg is not None:  # never imported: no pool was ever opened
+        await pg.POOLS.close_all()

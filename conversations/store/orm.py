@@ -13,7 +13,6 @@ import asyncio
 import contextvars
 import functools
 from collections.abc import Callable
-from decimal import Decimal
 from typing import Any, TypeVar
 
 from asgiref.sync import SyncToAsync
@@ -31,7 +30,8 @@ from conversations.services.runs import (
     run_record_progress,
 )
 from conversations.services.threads import thread_get_or_create_for_turn
-from conversations.store.types import PreparedTurn, Progress, Reap, TurnRecord
+from conversations.store import spans
+from conversations.store.types import PreparedTurn, Progress, Reap, SpanWrite, TurnRecord
 
 T = TypeVar("T")
 
@@ -91,8 +91,6 @@ def turn_record(*, turn: TurnRecord, reap: Reap) -> PreparedTurn:
 
 @transaction.atomic
 def _record(*, run_id: str, progress: Progress) -> None:
-    from copilot_runtime.tracing.store import trace_store
-
     run_record_progress(
         run_id=run_id,
         events=progress.events,
@@ -102,12 +100,7 @@ def _record(*, run_id: str, progress: Progress) -> None:
         outcome=progress.outcome,
     )
     if progress.trace is not None:
-        trace_store(
-            run_id=run_id,
-            trace_id=progress.trace.trace_id,
-            records=progress.trace.records,
-            persist_spans=progress.trace.persist_spans,
-        )
+        spans.spans_store(run_id=run_id, trace=progress.trace)
 
 
 class OrmTurnStore:
@@ -123,15 +116,5 @@ class OrmTurnStore:
     async def heartbeats(self, *, run_ids: list[str]) -> set[str]:
         return await on_store_thread(run_heartbeats, run_ids=run_ids)
 
-    async def store_trace(
-        self, *, run_id: str, trace_id: str, records: list[Any], persist_spans: bool
-    ) -> Decimal | None:
-        from copilot_runtime.tracing.store import trace_store
-
-        return await on_store_thread(
-            trace_store,
-            run_id=run_id,
-            trace_id=trace_id,
-            records=records,
-            persist_spans=persist_spans,
-        )
+    async def store_trace(self, *, run_id: str, trace: SpanWrite) -> None:
+        await on_store_thread(spans.spans_store, run_id=run_id, trace=trace)

@@ -21,7 +21,6 @@ import logging
 import re
 import uuid
 from collections.abc import Sequence
-from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -38,6 +37,7 @@ from conversations.services.messages import _NOT_STORED_ROLES
 from conversations.services.runs import ThreadBusy
 from conversations.services.threads import ThreadNotAvailable, title_from_text
 from conversations.store.pool import TurnPool
+from conversations.store.spans import span_time
 from conversations.store.types import PreparedTurn, Progress, Reap, SpanWrite, TurnRecord
 
 logger = logging.getLogger(__name__)
@@ -368,22 +368,12 @@ class PgTurnStore:
             return
         await self._execute(_as_one_statement(parts), params, fetch=False)
 
-    async def store_trace(
-        self, *, run_id: str, trace_id: str, records: list[Any], persist_spans: bool
-    ) -> Decimal | None:
-        from copilot_runtime.tracing.cost import prices_cached
-        from copilot_runtime.tracing.store import spans_price
-
-        cost = spans_price(records=records, prices=await prices_cached())
-        trace = SpanWrite(
-            trace_id=trace_id, records=records, cost=cost, persist_spans=persist_spans
-        )
+    async def store_trace(self, *, run_id: str, trace: SpanWrite) -> None:
         await self.record(
             run_id=run_id,
             thread_pk=None,
             progress=Progress(events=[], messages=[], agent_states=[], trace=trace),
         )
-        return cost
 
     async def _execute(
         self, sql: str, params: Any, *, fetch: bool = True, many: bool = False
@@ -509,8 +499,6 @@ def _output_row(m: Any, position: int) -> tuple[Any, ...]:
 
 
 def _span_row(r: Any) -> tuple[Any, ...]:
-    from copilot_runtime.tracing.store import when
-
     return (
         r.span_id,
         r.parent_span_id,
@@ -521,8 +509,8 @@ def _span_row(r: Any) -> tuple[Any, ...]:
         r.attributes,
         r.is_error,
         r.is_complete,
-        when(r.started_at),
-        when(r.ended_at),
+        span_time(r.started_at),
+        span_time(r.ended_at),
     )
 
 

@@ -97,6 +97,6 @@ class TurnStore(Protocol):
         of those whose stop was requested."""
         ...
 
-    async def store_trace(
-        self, *, run_id: str, trace_id: str, records: list[Any], persist_spans: bool
-    ) -> Decimal | None: ...
+    async def store_trace(self, *, run_id: str, trace: SpanWrite) -> None:
+        """Store a closed, priced trace on its own (a run whose end another write stored)."""
+        ...

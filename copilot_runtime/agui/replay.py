@@ -35,6 +35,7 @@ from copilot_runtime.events import (
     RunError,
     TextStart,
     event_from_payload,
+    result_message_id,
 )
 
 logger = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ def _output_ids(events: list[Event]) -> set[str]:
         elif isinstance(event, ActionStart):
             ids.add(event.action_execution_id)
         elif isinstance(event, ActionResult):
-            ids.add(f"result-{event.action_execution_id}")
+            ids.add(result_message_id(event.action_execution_id))
     return ids
 
 

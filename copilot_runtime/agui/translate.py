@@ -30,6 +30,7 @@ from copilot_runtime.events import (
     TextDelta,
     TextEnd,
     TextStart,
+    result_message_id,
 )
 from copilot_runtime.events.state_patch import patch_between
 
@@ -61,11 +62,6 @@ _FINISH_REASONS = {
 }
 INCOMPLETE_STREAM_CODE = "INCOMPLETE_STREAM"
 INCOMPLETE_STREAM_MESSAGE = "Run ended without emitting a terminal event"
-
-
-def result_message_id(tool_call_id: str) -> str:
-    """The id of a server action's result message, the same in both protocols."""
-    return f"result-{tool_call_id}"
 
 
 def finish_reason(provider_reason: str) -> str:

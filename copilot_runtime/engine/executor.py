@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import close_old_connections, transaction
+from django.db import close_old_connections
 
 from conversations.models import Run
 from conversations.services.runs import run_request_cancel
@@ -65,11 +65,6 @@ def enqueue_on_worker(*, run_id: str, placement: dict[str, Any] | None = None) -
     limit = float(runtime_setting("RUN_TIME_LIMIT_SECONDS"))
     args: list[Any] = [run_id] if placement is None else [run_id, placement]
     current_app.send_task(EXECUTE_RUN_TASK, args=args, time_limit=limit + 60)
-
-
-def schedule_on_worker(*, run_id: str) -> None:
-    """Enqueue the run once the transaction that created it commits."""
-    transaction.on_commit(lambda: enqueue_on_worker(run_id=run_id))
 
 
 def start_inline(

@@ -32,6 +32,7 @@ from copilot_runtime.events import (
     TextDelta,
     TextEnd,
     TextStart,
+    result_message_id,
 )
 
 STREAM_ERROR_REASON = "Error streaming message content"
@@ -122,7 +123,7 @@ class RunRecorder:
         elif kind is ActionResult:
             self._keep(
                 OutputMessage(
-                    message_id=f"result-{event.action_execution_id}",
+                    message_id=result_message_id(event.action_execution_id),
                     kind="result",
                     role="tool",
                     action_name=event.action_name,

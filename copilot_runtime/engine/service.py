@@ -20,7 +20,6 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from conversations.models import RunStatus
 from conversations.services.runs import RunOutcome, Usage, new_run_id
 from conversations.store import PreparedTurn, turn_store
-from conversations.store.orm import turn_record as turn_record_orm
 from conversations.store.types import Progress, TurnRecord
 from copilot_runtime.engine.agent_host import agent_host
 from copilot_runtime.engine.executor import (
@@ -29,7 +28,6 @@ from copilot_runtime.engine.executor import (
     executor_kind,
     placement_of,
     run_cancel,
-    schedule_on_worker,
     start_inline,
     watch_remote,
 )
@@ -137,25 +135,37 @@ def _reap_stale(run_ids: list[str]) -> int:
     return runs_reap_stale(run_ids=run_ids)
 
 
-def turn_prepare(
+async def turn_prepare(
     *,
     user: AbstractBaseUser | AnonymousUser,
     request: TurnRequest,
     protocol: str,
     run_id: str | None = None,
+    start_running: bool = False,
 ) -> PreparedTurn:
-    """Record the thread, the client's messages and a pending run through the ORM, in one
-    transaction (synchronous; ``turn_start`` is the hot path's asynchronous version)."""
+    """The first half of ``turn_start``: check the request and the agent, then record the
+    thread, the client's new messages and a pending run in one store round trip (under the
+    celery executor, also queue the run on a worker). The run is not executed here.
+
+    ``start_running`` records it running at once, for the inline executor that starts it in
+    this process next (one round trip fewer than marking it afterwards)."""
+    # An agent a remote endpoint announced is found here (the lookups below are synchronous).
+    await agent_host().resolve(request.agent_name)
     record, client_state = _turn_record(
         user=user, request=request, protocol=protocol, run_id=run_id
     )
     celery = executor_kind() == CELERY
+    record.start_running = start_running and not celery
     if celery:
         record.request_payload_for = _payload_builder(request, client_state)
-    prepared = turn_record_orm(turn=record, reap=_reap_stale)
+    prepared = await turn_store().prepare(turn=record, reap=_reap_stale)
     _finish_preparation(request, prepared, client_state)
     if celery:
-        schedule_on_worker(run_id=prepared.run_id)
+        # The task carries what the worker needs (the request, where the thread's messages
+        # continue): it starts the run without reading it back.
+        await sync_to_async(enqueue_on_worker)(
+            run_id=prepared.run_id, placement=placement_of(prepared, request)
+        )
     return prepared
 
 
@@ -170,23 +180,10 @@ async def turn_start(
 
     ``run_id`` is the client's own run id (v2 clients mint them; the caller validates it).
     """
-    # An agent a remote endpoint announced is found here (the lookups below are synchronous).
-    await agent_host().resolve(request.agent_name)
-    record, client_state = _turn_record(
-        user=user, request=request, protocol=protocol, run_id=run_id
-    )
     celery = executor_kind() == CELERY
-    record.start_running = not celery
-    if celery:
-        record.request_payload_for = _payload_builder(request, client_state)
-    prepared = await turn_store().prepare(turn=record, reap=_reap_stale)
-    _finish_preparation(request, prepared, client_state)
-    if celery:
-        # The task carries what the worker needs (the request, where the thread's messages
-        # continue): it starts the run without reading it back.
-        await sync_to_async(enqueue_on_worker)(
-            run_id=prepared.run_id, placement=placement_of(prepared, request)
-        )
+    prepared = await turn_prepare(
+        user=user, request=request, protocol=protocol, run_id=run_id, start_running=not celery
+    )
     try:
         if before_request_configured():
             await call_before_request(
@@ -218,7 +215,7 @@ async def turn_start(
             "The request was refused by the runtime's on_before_request hook.",
             code=ErrorCode.UNKNOWN,
         ) from exc
-    if executor_kind() == CELERY:
+    if celery:
         events, detach = watch_remote(prepared.run_id)
     else:
         live, events = start_inline(

@@ -192,6 +192,12 @@ EVENT_TYPES: dict[str, type[Event]] = {
 }
 
 
+def result_message_id(action_execution_id: str) -> str:
+    """The id of the message holding a tool call's result: stored under it, and answered
+    under it by both protocols."""
+    return f"result-{action_execution_id}"
+
+
 def event_from_payload(event_type: str, payload: dict[str, Any]) -> Event:
     """Rebuild an event from the run's log."""
     return EVENT_TYPES[event_type](**payload)

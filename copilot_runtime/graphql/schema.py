@@ -20,7 +20,7 @@ from copilot_runtime.graphql.resolvers.agents import (
     resolve_available_agents,
     resolve_load_agent_state,
 )
-from copilot_runtime.graphql.resolvers.copilot import resolve_generate_copilot_response
+from copilot_runtime.graphql.resolvers.generate import resolve_generate_copilot_response
 from copilot_runtime.graphql.resolvers.stop import resolve_stop_run
 from copilot_runtime.graphql.resolvers.subscriptions import (
     resolve_copilot_stream,

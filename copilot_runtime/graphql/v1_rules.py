@@ -94,6 +94,18 @@ def failed_response_status(error: RunError) -> dict[str, Any]:
     }
 
 
+CANCELLED_ERROR = RunError(message="The run was stopped.", code="CANCELLED")
+
+
+def final_response_status(error: RunError | None, *, cancelled: bool) -> dict[str, Any]:
+    """The response's status at the end of a run: success unless it failed or was stopped."""
+    if error is not None:
+        return failed_response_status(error)
+    if cancelled:
+        return failed_response_status(CANCELLED_ERROR)
+    return SUCCESS_RESPONSE_STATUS
+
+
 def open_message_failure_reason(error: RunError | None, *, cancelled: bool) -> str:
     """The ``FailedMessageStatus`` reason of a message still streaming when the run ended."""
     if error is not None and is_denial(error):
@@ -105,6 +117,8 @@ LANGGRAPH_INTERRUPT = "LangGraphInterruptEvent"
 COPILOTKIT_INTERRUPT = "CopilotKitLangGraphInterruptEvent"
 # The raw LangGraph event name the TypeScript runtime also streams as a plain interrupt.
 INTERRUPT_ALIASES = {"on_interrupt": LANGGRAPH_INTERRUPT}
+# Every meta event name the v1 client is shown (the rest stay in the run's log).
+INTERRUPT_NAMES = frozenset({LANGGRAPH_INTERRUPT, COPILOTKIT_INTERRUPT, *INTERRUPT_ALIASES})
 
 
 def meta_text(value: Any) -> str:

@@ -14,6 +14,10 @@ from decimal import Decimal
 
 from asgiref.sync import sync_to_async
 
+from copilot_runtime.tracing import semconv as attr
+from copilot_runtime.tracing.records import SpanRecord
+from copilot_runtime.tracing.signals import KIND_GENERATION, KIND_GUARDRAIL
+
 MILLION = Decimal(1_000_000)
 # Run.cost keeps ten decimal places: one token of a cheap model is a fraction of a micro-dollar.
 COST_QUANTUM = Decimal("1e-10")
@@ -91,3 +95,34 @@ def prices_load() -> dict[str, Price]:
         )
         for row in ModelPrice.objects.all()
     }
+
+
+def spans_price(*, records: list[SpanRecord], prices: dict[str, Price]) -> Decimal | None:
+    """Put each priced model call's cost on its span, and the sum on the run span; returns
+    the sum (None when no call could be priced). A model call that never reported its usage
+    (cut off) has no cost."""
+    total: Decimal | None = None
+    for record in records:
+        # Model calls, and guardrail checks that asked a model (a classifier).
+        if record.kind not in (KIND_GENERATION, KIND_GUARDRAIL):
+            continue
+        attributes = record.attributes
+        model = attributes.get(attr.RESPONSE_MODEL) or attributes.get(attr.REQUEST_MODEL) or ""
+        if not model or attr.USAGE_INPUT_TOKENS not in attributes:
+            continue
+        price = price_for_model(str(model), prices)
+        if price is None:
+            continue
+        cost = usage_cost(
+            price=price,
+            input_tokens=int(attributes.get(attr.USAGE_INPUT_TOKENS) or 0),
+            output_tokens=int(attributes.get(attr.USAGE_OUTPUT_TOKENS) or 0),
+            cached_input_tokens=int(attributes.get(attr.USAGE_CACHE_READ_INPUT_TOKENS) or 0),
+        )
+        attributes[attr.USAGE_COST] = float(cost)
+        total = cost if total is None else total + cost
+    if total is not None:
+        for record in records:
+            if not record.parent_span_id:
+                record.attributes[attr.USAGE_COST] = float(total)
+    return total

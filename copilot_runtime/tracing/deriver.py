@@ -28,7 +28,7 @@ usage of the classifier call it may have made (counted in the run's usage, and p
 Event types the runtime does not emit yet are handled by name, so their producers only have
 to emit them: ``reasoning_start`` / ``reasoning_delta`` / ``reasoning_end`` (keyed by
 ``message_id``) and any other event whose type starts with ``guardrail`` (a span of no
-duration). Other producers register their own rule with :func:`register_span_rule`.
+duration).
 """
 
 from __future__ import annotations
@@ -59,21 +59,6 @@ _NOTHING: tuple[Signal, ...] = ()
 
 Rule = Callable[["SpanDeriver", Any, float], Sequence[Signal]]
 _RULES: dict[str, Rule] = {}
-
-
-def register_span_rule(event_type: str) -> Callable[[Rule], Rule]:
-    """Add (or replace) the rule deriving spans from events of ``event_type``.
-
-    A rule receives the deriver, the event and its time, and returns signals; it opens and
-    closes spans with :meth:`SpanDeriver.open_span` / :meth:`SpanDeriver.close_span`, so the
-    flush closes whatever it leaves open.
-    """
-
-    def register(rule: Rule) -> Rule:
-        _RULES[event_type] = rule
-        return rule
-
-    return register
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,9 +242,6 @@ class SpanDeriver:
         """A fresh key for a span that opens and closes at once."""
         self._point_spans += 1
         return f"{prefix}:{self._point_spans}"
-
-    def is_open(self, key: str) -> bool:
-        return key in self._open
 
     @property
     def current_parent(self) -> str:
@@ -677,23 +659,3 @@ for _event_type, _method in (
     ("guardrail_decision", _guardrail_decision),
 ):
     _RULES[_event_type] = _method
-
-
-def derive_spans(
-    events: Sequence[Any],
-    root: RunSpanSpec,
-    *,
-    times: Sequence[float] | None = None,
-    end_at: float | None = None,
-    capture_content: bool = False,
-) -> list[Signal]:
-    """Every signal of a whole stream (start, each event, flush). Event ``i`` happens at
-    ``times[i]`` (default: ``i + 1``); the run starts at 0 and ends at ``end_at`` (default:
-    one after the last event)."""
-    at = list(times) if times is not None else [float(i + 1) for i in range(len(events))]
-    deriver = SpanDeriver(root, capture_content=capture_content)
-    signals = deriver.start(0.0)
-    for event, when in zip(events, at, strict=True):
-        signals.extend(deriver.observe(event, when))
-    signals.extend(deriver.flush(end_at if end_at is not None else (at[-1] + 1 if at else 1.0)))
-    return signals

@@ -17,12 +17,11 @@ from typing import Any
 from conversations.store import turn_store
 from conversations.store.types import SpanWrite
 from copilot_runtime.conf import runtime_setting
-from copilot_runtime.tracing.cost import prices_cached
+from copilot_runtime.tracing.cost import prices_cached, spans_price
 from copilot_runtime.tracing.deriver import RunSpanSpec, SpanDeriver
 from copilot_runtime.tracing.exporter import TraceExport, otlp_export_from_environment
 from copilot_runtime.tracing.records import SpanBook, SpanRecord, trace_id_for_run
 from copilot_runtime.tracing.signals import KIND_AGENT, KIND_RUN
-from copilot_runtime.tracing.store import spans_price
 
 logger = logging.getLogger(__name__)
 
@@ -138,12 +137,7 @@ class RunTracer:
         if trace is None:
             return
         try:
-            await turn_store().store_trace(
-                run_id=self.run_id,
-                trace_id=trace.trace_id,
-                records=trace.records,
-                persist_spans=trace.persist_spans,
-            )
+            await turn_store().store_trace(run_id=self.run_id, trace=trace)
         except Exception:
             self._fail("storing spans")
             return

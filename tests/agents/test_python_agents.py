@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
 from django.contrib.auth.models import AnonymousUser
 from django.test import override_settings
 
@@ -295,7 +295,7 @@ def test_a_misconfigured_agent_is_refused_before_its_run_exists(
         override_settings(COPILOT_RUNTIME={"AGENTS": {"bad": agent}}),
         pytest.raises(CopilotKitError) as caught,
     ):
-        turn_prepare(
+        async_to_sync(turn_prepare)(
             user=AnonymousUser(),
             request=agent_request("bad", [text("u1", "hi")]),
             protocol="graphql",
@@ -308,7 +308,7 @@ def test_a_misconfigured_agent_is_refused_before_its_run_exists(
 
 def test_an_unknown_agent_is_agent_not_found(db: None) -> None:
     with pytest.raises(AgentNotFoundError) as caught:
-        turn_prepare(
+        async_to_sync(turn_prepare)(
             user=AnonymousUser(),
             request=agent_request("ghost", [text("u1", "hi")]),
             protocol="graphql",

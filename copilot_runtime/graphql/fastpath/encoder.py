@@ -10,24 +10,19 @@ into one ``items`` entry, so a fast model costs a handful of writes instead of o
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from copilot_runtime.events import (
-    ActionArgs,
-    ActionEnd,
     ActionResult,
     ActionStart,
     AgentStateSnapshot,
     Event,
     MetaEvent,
-    RunError,
-    RunFinished,
-    TextDelta,
-    TextEnd,
     TextStart,
+    result_message_id,
 )
 from copilot_runtime.graphql.v1_rules import (
     COPILOTKIT_INTERRUPT,
@@ -35,13 +30,11 @@ from copilot_runtime.graphql.v1_rules import (
     LANGGRAPH_INTERRUPT,
     ROOT,
     SUCCESS_MESSAGE_STATUS,
-    SUCCESS_RESPONSE_STATUS,
-    failed_response_status,
     interrupt_message_item,
     iso_now,
     meta_text,
-    open_message_failure_reason,
 )
+from copilot_runtime.graphql.v1_translation import V1Translation
 
 
 def initial_payload(
@@ -88,70 +81,77 @@ class _Stream:
     sent: int = 0  # items sent so far, i.e. the next item's index
 
 
-@dataclass
-class V1Encoder:
-    """Stateful: feed it batches of events, get one payload per batch."""
+class V1Encoder(V1Translation):
+    """The wire renderer of the v1 walk: feed it batches of events, get one payload each."""
 
-    messages_sent: int = 0
-    meta_events_sent: int = 0
-    open_streams: dict[str, _Stream] = field(default_factory=dict)
-    error: RunError | None = None
-    cancelled: bool = False
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages_sent = 0
+        self.meta_events_sent = 0
+        self._entries: list[dict[str, Any]] = []
+        # The entry the last chunk went to, while nothing else has been appended since.
+        self._last_chunk: tuple[_Stream, dict[str, Any]] | None = None
 
     def encode(self, events: list[Event]) -> tuple[list[dict[str, Any]], bool]:
         """The ``incremental`` entries for ``events``, and whether the run has finished."""
-        entries: list[dict[str, Any]] = []
+        self._entries = entries = []
+        self._last_chunk = None
         finished = False
         for event in events:
-            kind = type(event)
-            if kind is TextDelta or kind is ActionArgs:
-                key = event.message_id if kind is TextDelta else event.action_execution_id
-                stream = self.open_streams.get(key)
-                if stream is None:
-                    continue
-                last = entries[-1] if entries else None
-                if last is not None and last.get("_stream") is stream:
-                    last["items"].append(event.delta)
-                else:
-                    entries.append(
-                        {
-                            "items": [event.delta],
-                            "path": [ROOT, "messages", stream.index, stream.field, stream.sent],
-                            "_stream": stream,
-                        }
-                    )
-                stream.sent += 1
-            elif kind is TextStart:
-                entries.append(self._item(self._text_item(event)))
-                self.open_streams[event.message_id] = _Stream(
-                    self.messages_sent - 1, "content", "TextMessageOutput"
-                )
-            elif kind is ActionStart:
-                entries.append(self._item(self._action_item(event)))
-                self.open_streams[event.action_execution_id] = _Stream(
-                    self.messages_sent - 1, "arguments", "ActionExecutionMessageOutput"
-                )
-            elif kind is TextEnd:
-                self._close(entries, event.message_id, SUCCESS_MESSAGE_STATUS)
-            elif kind is ActionEnd:
-                self._close(entries, event.action_execution_id, SUCCESS_MESSAGE_STATUS)
-            elif kind is ActionResult:
-                entries.append(self._item(self._result_item(event)))
-                entries.append(self._status(self.messages_sent - 1, "ResultMessageOutput"))
-            elif kind is AgentStateSnapshot:
-                entries.append(self._item(self._agent_state_item(event)))
-                entries.append(self._status(self.messages_sent - 1, "AgentStateMessageOutput"))
-            elif kind is MetaEvent:
-                entries.extend(self._meta_event_entries(event))
-            elif kind is RunError:
-                self.error = event
-            elif kind is RunFinished:
-                self.cancelled = event.status == "cancelled"
-                entries.extend(self._finish())
+            if self.feed(event):
                 finished = True
-        for entry in entries:
-            entry.pop("_stream", None)
+                break
+        self._last_chunk = None
         return entries, finished
+
+    def _append(self, entry: dict[str, Any]) -> None:
+        self._entries.append(entry)
+        self._last_chunk = None
+
+    def open_text(self, event: TextStart) -> _Stream:
+        self._append(self._item(self._text_item(event)))
+        return _Stream(self.messages_sent - 1, "content", "TextMessageOutput")
+
+    def open_action(self, event: ActionStart) -> _Stream:
+        self._append(self._item(self._action_item(event)))
+        return _Stream(self.messages_sent - 1, "arguments", "ActionExecutionMessageOutput")
+
+    def chunk(self, handle: _Stream, delta: str) -> None:
+        # Consecutive deltas of one message fold into one ``items`` entry.
+        last = self._last_chunk
+        if last is not None and last[0] is handle:
+            last[1]["items"].append(delta)
+        else:
+            entry = {
+                "items": [delta],
+                "path": [ROOT, "messages", handle.index, handle.field, handle.sent],
+            }
+            self._entries.append(entry)
+            self._last_chunk = (handle, entry)
+        handle.sent += 1
+
+    def close(self, handle: _Stream, reason: str | None) -> None:
+        status = (
+            SUCCESS_MESSAGE_STATUS
+            if reason is None
+            else {"code": "Failed", "reason": reason, "__typename": "FailedMessageStatus"}
+        )
+        self._append(self._status(handle.index, handle.typename, status))
+
+    def result(self, event: ActionResult) -> None:
+        self._append(self._item(self._result_item(event)))
+        self._append(self._status(self.messages_sent - 1, "ResultMessageOutput"))
+
+    def agent_state(self, event: AgentStateSnapshot) -> None:
+        self._append(self._item(self._agent_state_item(event)))
+        self._append(self._status(self.messages_sent - 1, "AgentStateMessageOutput"))
+
+    def interrupt(self, event: MetaEvent) -> None:
+        for entry in self._meta_event_entries(event):
+            self._append(entry)
+
+    def respond(self, status: dict[str, Any]) -> None:
+        self._append({"data": {"status": status, "__typename": "CopilotResponse"}, "path": [ROOT]})
 
     def _item(self, item: dict[str, Any]) -> dict[str, Any]:
         entry = {"items": [item], "path": [ROOT, "messages", self.messages_sent]}
@@ -164,30 +164,6 @@ class V1Encoder:
             "data": {"status": status or SUCCESS_MESSAGE_STATUS, "__typename": typename},
             "path": [ROOT, "messages", index],
         }
-
-    def _close(self, entries: list[dict[str, Any]], key: str, status: dict[str, Any]) -> None:
-        stream = self.open_streams.pop(key, None)
-        if stream is not None:
-            entries.append(self._status(stream.index, stream.typename, status))
-
-    def _finish(self) -> list[dict[str, Any]]:
-        entries: list[dict[str, Any]] = []
-        reason = open_message_failure_reason(self.error, cancelled=self.cancelled)
-        failed = {"code": "Failed", "reason": reason, "__typename": "FailedMessageStatus"}
-        for key in list(self.open_streams):
-            self._close(entries, key, failed)
-        if self.error is not None:
-            status = failed_response_status(self.error)
-        elif self.cancelled:
-            status = failed_response_status(
-                RunError(message="The run was stopped.", code="CANCELLED")
-            )
-        else:
-            status = SUCCESS_RESPONSE_STATUS
-        entries.insert(
-            0, {"data": {"status": status, "__typename": "CopilotResponse"}, "path": [ROOT]}
-        )
-        return entries
 
     @staticmethod
     def _text_item(event: TextStart) -> dict[str, Any]:
@@ -215,7 +191,7 @@ class V1Encoder:
     def _result_item(event: ActionResult) -> dict[str, Any]:
         return {
             "__typename": "ResultMessageOutput",
-            "id": f"result-{event.action_execution_id}",
+            "id": result_message_id(event.action_execution_id),
             "createdAt": iso_now(),
             "result": event.result,
             "actionExecutionId": event.action_execution_id,
@@ -239,8 +215,7 @@ class V1Encoder:
         }
 
     def _meta_event_entries(self, event: MetaEvent) -> list[dict[str, Any]]:
-        """Interrupts go in ``metaEvents``, as in the TypeScript runtime; other meta events
-        (an AG-UI custom event, a LangGraph exit) stay in the run's log only."""
+        """Interrupts go in ``metaEvents``, as in the TypeScript runtime."""
         name = INTERRUPT_ALIASES.get(event.name, event.name)
         index = self.meta_events_sent
         path = [ROOT, "metaEvents", index]
@@ -279,7 +254,3 @@ class V1Encoder:
             return []
         self.meta_events_sent += 1
         return entries
-
-
-def _json(value: Any) -> str:
-    return orjson.dumps(value).decode()

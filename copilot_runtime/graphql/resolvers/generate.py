@@ -2,58 +2,49 @@
 
 Both ways of serving the mutation start the turn here (``start_v1_turn``). The client's fixed
 document is then encoded by ``fastpath``; any other document goes through the general executor
-with the objects built below, whose streamed and deferred fields read from queues fed by one
-pump task.
+and the resolver below, whose objects' streamed and deferred fields read from queues fed by
+one pump task (the object renderer of the shared v1 walk, ``graphql/v1_translation.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 from collections.abc import AsyncIterator
 from typing import Any
+
+import strawberry
+from strawberry import UNSET
 
 from copilot_runtime.conf import disconnect_policy
 from copilot_runtime.engine.service import StartedTurn, turn_start
 from copilot_runtime.events import (
-    ActionArgs,
-    ActionEnd,
     ActionResult,
     ActionStart,
     AgentStateSnapshot,
-    Event,
     MetaEvent,
-    RunError,
-    RunFinished,
-    TextDelta,
-    TextEnd,
     TextStart,
 )
 from copilot_runtime.events.request import TurnRequest
 from copilot_runtime.graphql.context import RuntimeContext
-from copilot_runtime.graphql.interrupts import agent_state_message, interrupt_meta_event
+from copilot_runtime.graphql.input_conversion import input_to_dict
 from copilot_runtime.graphql.turn_input import parse_generate_input
-from copilot_runtime.graphql.types.enums import FailedResponseStatusReason, MessageRole
-from copilot_runtime.graphql.types.messages import (
-    ActionExecutionMessageOutput,
-    ResultMessageOutput,
-    TextMessageOutput,
-)
+from copilot_runtime.graphql.types.inputs import GenerateCopilotResponseInput
 from copilot_runtime.graphql.types.responses import (
     CopilotResponse,
     ExtensionsResponse,
     OpenAIApiAssistantAPIResponse,
 )
-from copilot_runtime.graphql.types.statuses import (
-    FailedMessageStatus,
-    FailedResponseStatus,
-    SuccessMessageStatus,
-    SuccessResponseStatus,
+from copilot_runtime.graphql.types.scalars import JSONObject
+from copilot_runtime.graphql.v1_objects import (
+    action_message,
+    agent_state_message,
+    interrupt_meta_event,
+    message_status,
+    response_status,
+    result_message,
+    text_message,
 )
-from copilot_runtime.graphql.v1_rules import (
-    failed_response_status,
-    open_message_failure_reason,
-)
+from copilot_runtime.graphql.v1_translation import V1Translation
 
 _END = object()
 # Lower-cased, as RuntimeContext.headers holds them.
@@ -81,121 +72,70 @@ async def _drain(queue: asyncio.Queue[Any]) -> AsyncIterator[Any]:
         yield item
 
 
-class _Pump:
-    """Dispatches the run's events to the queues and futures the GraphQL objects read."""
+class _Pump(V1Translation):
+    """The object renderer of the v1 walk: dispatches the run's events to the queues and
+    futures the GraphQL objects read (a message's handle is its chunk queue and status)."""
 
     def __init__(self, started: StartedTurn) -> None:
-        loop = asyncio.get_running_loop()
+        super().__init__()
         self.started = started
         self.messages: asyncio.Queue[Any] = asyncio.Queue()
         self.meta_events: asyncio.Queue[Any] = asyncio.Queue()
-        self.status: asyncio.Future[Any] = loop.create_future()
-        self._chunks: dict[str, asyncio.Queue[Any]] = {}
-        self._statuses: dict[str, asyncio.Future[Any]] = {}
-        self.finished = False
-
-    def _open(self, key: str) -> tuple[asyncio.Queue[Any], asyncio.Future[Any]]:
-        chunks: asyncio.Queue[Any] = asyncio.Queue()
-        status: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._chunks[key] = chunks
-        self._statuses[key] = status
-        return chunks, status
-
-    def _close(self, key: str, status: Any) -> None:
-        chunks = self._chunks.pop(key, None)
-        if chunks is not None:
-            chunks.put_nowait(_END)
-        future = self._statuses.pop(key, None)
-        if future is not None and not future.done():
-            future.set_result(status)
+        self.status: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 
     async def run(self) -> None:
-        error: RunError | None = None
         try:
             while (event := await self.started.events.get()) is not None:
-                if isinstance(event, RunError):
-                    error = event
-                elif isinstance(event, RunFinished):
-                    self._finish(error, cancelled=event.status == "cancelled")
+                if self.feed(event):
                     return
-                else:
-                    self._dispatch(event)
         finally:
-            if not self.finished:
-                self._finish(error, cancelled=True)
+            # The events stopped without a finish (the turn's queue closed, or this task was
+            # cancelled): the response ends as a stopped run.
+            self.cancelled = self.cancelled or not self.finished
+            self.finish()
 
-    def _dispatch(self, event: Event) -> None:
-        now = dt.datetime.now(dt.UTC)
-        if isinstance(event, TextStart):
-            chunks, status = self._open(event.message_id)
-            self.messages.put_nowait(
-                TextMessageOutput(
-                    id=event.message_id,
-                    created_at=now,
-                    role=MessageRole(event.role),
-                    parent_message_id=event.parent_message_id,
-                    content_source=_drain(chunks),
-                    status_source=status,
-                )
-            )
-        elif isinstance(event, TextDelta | ActionArgs):
-            key = event.message_id if isinstance(event, TextDelta) else event.action_execution_id
-            if (chunks := self._chunks.get(key)) is not None:
-                chunks.put_nowait(event.delta)
-        elif isinstance(event, TextEnd):
-            self._close(event.message_id, SuccessMessageStatus())
-        elif isinstance(event, ActionStart):
-            chunks, status = self._open(event.action_execution_id)
-            self.messages.put_nowait(
-                ActionExecutionMessageOutput(
-                    id=event.action_execution_id,
-                    created_at=now,
-                    name=event.action_name,
-                    parent_message_id=event.parent_message_id,
-                    arguments_source=_drain(chunks),
-                    status_source=status,
-                )
-            )
-        elif isinstance(event, ActionEnd):
-            self._close(event.action_execution_id, SuccessMessageStatus())
-        elif isinstance(event, ActionResult):
-            self.messages.put_nowait(
-                ResultMessageOutput(
-                    id=f"result-{event.action_execution_id}",
-                    created_at=now,
-                    action_execution_id=event.action_execution_id,
-                    action_name=event.action_name,
-                    result=event.result,
-                    status_source=SuccessMessageStatus(),
-                )
-            )
-        elif isinstance(event, AgentStateSnapshot):
-            self.messages.put_nowait(agent_state_message(event))
-        elif isinstance(event, MetaEvent):
-            meta = interrupt_meta_event(name=event.name, value=event.value, data=event.data)
-            if meta is not None:  # other meta events stay in the run's log only
-                self.meta_events.put_nowait(meta)
+    @staticmethod
+    def _handle() -> tuple[asyncio.Queue[Any], asyncio.Future[Any]]:
+        return asyncio.Queue(), asyncio.get_running_loop().create_future()
 
-    def _finish(self, error: RunError | None, *, cancelled: bool) -> None:
-        self.finished = True
-        reason = open_message_failure_reason(error, cancelled=cancelled)
-        for key in list(self._chunks):
-            self._close(key, FailedMessageStatus(reason=reason))
+    def open_text(self, event: TextStart) -> tuple[asyncio.Queue[Any], asyncio.Future[Any]]:
+        chunks, status = handle = self._handle()
+        self.messages.put_nowait(text_message(event, content=_drain(chunks), status=status))
+        return handle
+
+    def open_action(self, event: ActionStart) -> tuple[asyncio.Queue[Any], asyncio.Future[Any]]:
+        chunks, status = handle = self._handle()
+        self.messages.put_nowait(action_message(event, arguments=_drain(chunks), status=status))
+        return handle
+
+    def chunk(self, handle: tuple[asyncio.Queue[Any], asyncio.Future[Any]], delta: str) -> None:
+        handle[0].put_nowait(delta)
+
+    def close(
+        self, handle: tuple[asyncio.Queue[Any], asyncio.Future[Any]], reason: str | None
+    ) -> None:
+        chunks, status = handle
+        chunks.put_nowait(_END)
+        if not status.done():
+            status.set_result(message_status(reason))
+
+    def result(self, event: ActionResult) -> None:
+        self.messages.put_nowait(result_message(event))
+
+    def agent_state(self, event: AgentStateSnapshot) -> None:
+        self.messages.put_nowait(agent_state_message(event))
+
+    def interrupt(self, event: MetaEvent) -> None:
+        meta = interrupt_meta_event(name=event.name, value=event.value, data=event.data)
+        if meta is not None:
+            self.meta_events.put_nowait(meta)
+
+    def respond(self, status: dict[str, Any]) -> None:
+        if not self.status.done():
+            self.status.set_result(response_status(status))
+        # Closing the lists here is safe: finish() closes the open messages' own streams next.
         self.messages.put_nowait(_END)
         self.meta_events.put_nowait(_END)
-        if self.status.done():
-            return
-        if error is None and not cancelled:
-            self.status.set_result(SuccessResponseStatus())
-            return
-        wire = failed_response_status(
-            error or RunError(message="The run was stopped.", code="CANCELLED")
-        )
-        self.status.set_result(
-            FailedResponseStatus(
-                reason=FailedResponseStatusReason[wire["reason"]], details=wire["details"]
-            )
-        )
 
 
 def _extensions(extensions: dict[str, Any] | None) -> ExtensionsResponse | None:
@@ -212,6 +152,19 @@ def _extensions(extensions: dict[str, Any] | None) -> ExtensionsResponse | None:
 
 
 async def resolve_generate_copilot_response(
+    info: strawberry.Info[RuntimeContext, None],
+    data: GenerateCopilotResponseInput,
+    properties: JSONObject | None = UNSET,
+) -> CopilotResponse:
+    """The mutation under the general executor (any document but the client's own)."""
+    return await generate_copilot_response(
+        context=info.context,
+        data=input_to_dict(data),
+        properties=properties if properties is not UNSET else None,
+    )
+
+
+async def generate_copilot_response(
     *, context: RuntimeContext, data: dict[str, Any], properties: dict[str, Any] | None
 ) -> CopilotResponse:
     started, request = await start_v1_turn(context=context, data=data, properties=properties)

@@ -11,12 +11,9 @@ the ``run_finished`` payload can carry the same ``ResponseStatus`` the v1 mutati
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
-import orjson
 import strawberry
 
 from conversations.services.runs import LoggedEvent
@@ -32,34 +29,27 @@ from copilot_runtime.events import (
     TextDelta,
     TextEnd,
     TextStart,
+    event_from_payload,
+    result_message_id,
 )
-from copilot_runtime.graphql.interrupts import interrupt_meta_event
-from copilot_runtime.graphql.types.enums import (
-    FailedResponseStatusReason,
-    MessageRole,
-)
-from copilot_runtime.graphql.types.messages import (
-    ActionExecutionMessageOutput,
-    AgentStateMessageOutput,
-    BaseMessageOutput,
-    ResultMessageOutput,
-    TextMessageOutput,
-)
-from copilot_runtime.graphql.types.meta_events import (
-    BaseMetaEvent,
-    LangGraphInterruptEvent,
-)
+from copilot_runtime.graphql.types.messages import BaseMessageOutput
+from copilot_runtime.graphql.types.meta_events import BaseMetaEvent, LangGraphInterruptEvent
 from copilot_runtime.graphql.types.scalars import JSON
-from copilot_runtime.graphql.types.statuses import (
-    FailedResponseStatus,
-    PendingMessageStatus,
-    ResponseStatus,
-    SuccessMessageStatus,
-    SuccessResponseStatus,
+from copilot_runtime.graphql.types.statuses import PendingMessageStatus, ResponseStatus
+from copilot_runtime.graphql.v1_objects import (
+    action_message,
+    agent_state_message,
+    interrupt_meta_event,
+    response_status,
+    result_message,
+    text_message,
 )
-from copilot_runtime.graphql.v1_rules import failed_response_status
+from copilot_runtime.graphql.v1_rules import (
+    SUCCESS_RESPONSE_STATUS,
+    final_response_status,
+    meta_text,
+)
 
-CANCELLED_ERROR = RunError(message="The run was stopped.", code="CANCELLED")
 FAILED_WITHOUT_ERROR = RunError(message="The run failed.", code="UNKNOWN")
 
 _TYPE_DESCRIPTION = (
@@ -148,114 +138,53 @@ class RunEventPayloads:
         if kind in (TextDelta.type, ActionArgs.type):
             payload.message_id = data.get("message_id") or data.get("action_execution_id")
             payload.delta = data.get("delta")
-        elif kind == TextStart.type:
-            payload.message_id = data["message_id"]
-            payload.message = _text_message(data)
-        elif kind == TextEnd.type:
-            payload.message_id = data["message_id"]
-        elif kind == ActionStart.type:
-            payload.message_id = data["action_execution_id"]
-            payload.message = _action_message(data)
-        elif kind == ActionEnd.type:
-            payload.message_id = data["action_execution_id"]
-        elif kind == ActionResult.type:
-            payload.message_id = _result_message_id(data["action_execution_id"])
-            payload.message = _result_message(data)
-        elif kind == AgentStateSnapshot.type:
-            payload.message = _agent_state_message(data, state_id=f"{self.run_id}:{logged.seq}")
-            payload.message_id = payload.message.id
-        elif kind == MetaEvent.type:
-            payload.meta_event = _meta_event(data)
-        elif kind == RunError.type:
-            self.error = RunError(**data)
-            payload.error = self.error.message
-        elif kind == RunFinished.type:
-            payload.status = await self._final_status(str(data.get("status") or ""))
+            return payload
+        event = event_from_payload(kind, data)
+        # The message lists hold what was known when the event was logged: the deltas follow.
+        match event:
+            case TextStart():
+                payload.message_id = event.message_id
+                payload.message = text_message(event, content=[], status=PendingMessageStatus())
+            case TextEnd():
+                payload.message_id = event.message_id
+            case ActionStart():
+                payload.message_id = event.action_execution_id
+                payload.message = action_message(event, arguments=[], status=PendingMessageStatus())
+            case ActionEnd():
+                payload.message_id = event.action_execution_id
+            case ActionResult():
+                payload.message_id = result_message_id(event.action_execution_id)
+                payload.message = result_message(event)
+            case AgentStateSnapshot():
+                # The log's position makes the id stable across replays.
+                payload.message = agent_state_message(
+                    event, message_id=f"{self.run_id}:{logged.seq}"
+                )
+                payload.message_id = payload.message.id
+            case MetaEvent():
+                payload.meta_event = _meta_event(event)
+            case RunError():
+                self.error = event
+                payload.error = event.message
+            case RunFinished():
+                payload.status = await self._final_status(event.status)
         return payload
 
     async def _final_status(self, run_status: str) -> ResponseStatus:
         if run_status == "succeeded":
-            return SuccessResponseStatus()
+            return response_status(SUCCESS_RESPONSE_STATUS)
         error = self.error
         if error is None and run_status != "cancelled" and self.lookup_error is not None:
             error = await self.lookup_error()
-        if error is None:
-            error = CANCELLED_ERROR if run_status == "cancelled" else FAILED_WITHOUT_ERROR
-        # Imported here: the fastpath package imports the schema, which imports this module.
-
-        wire = failed_response_status(error)
-        return FailedResponseStatus(
-            reason=FailedResponseStatusReason[wire["reason"]], details=wire["details"]
-        )
+        if error is None and run_status != "cancelled":
+            error = FAILED_WITHOUT_ERROR
+        return response_status(final_response_status(error, cancelled=True))
 
 
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
-def _result_message_id(action_execution_id: str) -> str:
-    # The id the engine stores the result message under (and the v1 mutation answers).
-    return f"result-{action_execution_id}"
-
-
-def _text_message(data: dict[str, Any]) -> TextMessageOutput:
-    return TextMessageOutput(
-        id=data["message_id"],
-        created_at=_now(),
-        role=MessageRole(data.get("role") or "assistant"),
-        parent_message_id=data.get("parent_message_id"),
-        content_source=[],
-        status_source=PendingMessageStatus(),
-    )
-
-
-def _action_message(data: dict[str, Any]) -> ActionExecutionMessageOutput:
-    return ActionExecutionMessageOutput(
-        id=data["action_execution_id"],
-        created_at=_now(),
-        name=data["action_name"],
-        parent_message_id=data.get("parent_message_id"),
-        arguments_source=[],
-        status_source=PendingMessageStatus(),
-    )
-
-
-def _result_message(data: dict[str, Any]) -> ResultMessageOutput:
-    return ResultMessageOutput(
-        id=_result_message_id(data["action_execution_id"]),
-        created_at=_now(),
-        action_execution_id=data["action_execution_id"],
-        action_name=data["action_name"],
-        result=data["result"],
-        status_source=SuccessMessageStatus(),
-    )
-
-
-def _agent_state_message(data: dict[str, Any], *, state_id: str) -> AgentStateMessageOutput:
-    return AgentStateMessageOutput(
-        id=state_id,
-        created_at=_now(),
-        thread_id=data["thread_id"],
-        agent_name=data["agent_name"],
-        node_name=data.get("node_name") or "",
-        run_id=data.get("run_id") or "",
-        active=bool(data.get("active", True)),
-        role=MessageRole(data.get("role") or "assistant"),
-        # JSON text, as in generateCopilotResponse (the client parses it itself).
-        state=orjson.dumps(data.get("state") or {}).decode(),
-        running=bool(data.get("running", True)),
-        status_source=SuccessMessageStatus(),
-    )
-
-
-def _meta_event(data: dict[str, Any]) -> BaseMetaEvent:
-    """An interrupt as every v1 path builds it (copilot_runtime/graphql/interrupts.py); any
-    other meta event keeps its value, as a LangGraphInterruptEvent-shaped payload."""
-    built = interrupt_meta_event(
-        name=str(data.get("name") or ""), value=data.get("value"), data=data.get("data")
-    )
+def _meta_event(event: MetaEvent) -> BaseMetaEvent:
+    """An interrupt as every v1 path builds it (``v1_objects``); the log also holds other meta
+    events, and this stream shows them too, as a LangGraphInterruptEvent-shaped payload."""
+    built = interrupt_meta_event(name=event.name, value=event.value, data=event.data)
     if built is not None:
         return built
-    value = data.get("value")
-    text = value if isinstance(value, str) else orjson.dumps(value).decode()
-    return LangGraphInterruptEvent(value=text)
+    return LangGraphInterruptEvent(value=meta_text(event.value))

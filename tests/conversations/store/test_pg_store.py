@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from collections.abc import AsyncIterator
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -24,7 +25,7 @@ from conversations.services.runs import LoggedEvent, RunOutcome, ThreadBusy, Usa
 from conversations.services.threads import ThreadNotAvailable
 from conversations.store.orm import OrmTurnStore
 from conversations.store.pg import POOLS, PgTurnStore
-from conversations.store.types import Progress, TurnRecord
+from conversations.store.types import Progress, SpanWrite, TurnRecord
 from copilot_runtime.events.request import InputMessage
 from copilot_runtime.tracing.records import SpanRecord
 
@@ -369,11 +370,6 @@ async def test_heartbeats_tell_which_runs_were_asked_to_stop(pg: PgTurnStore) ->
 
 
 async def test_spans_and_cost_are_stored(pg: PgTurnStore) -> None:
-    from copilot_runtime.models import ModelPrice
-
-    await ModelPrice.objects.acreate(
-        model="gpt-x", input_per_million="1.00", output_per_million="2.00"
-    )
     prepared = await pg.prepare(turn=record("t-span", history("a")), reap=never_reap)
     started = dt.datetime(2026, 1, 1, tzinfo=dt.UTC).timestamp()
     records = [
@@ -401,11 +397,10 @@ async def test_spans_and_cost_are_stored(pg: PgTurnStore) -> None:
             },
         ),
     ]
-    cost = await pg.store_trace(
-        run_id=prepared.run_id, trace_id="f" * 32, records=records, persist_spans=True
-    )
+    # Priced by the tracer before the write: the store writes what it is given.
+    trace = SpanWrite(trace_id="f" * 32, records=records, cost=Decimal(3), persist_spans=True)
+    await pg.store_trace(run_id=prepared.run_id, trace=trace)
 
-    assert str(cost) == "3.0000000000"
     assert str((await Run.objects.aget(pk=prepared.run_id)).cost) == "3.0000000000"
     spans = [s async for s in Span.objects.filter(run_id=prepared.run_id).order_by("span_id")]
     assert [(s.kind, s.ended_at - s.started_at) for s in spans] == [

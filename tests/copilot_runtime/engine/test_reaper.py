@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
 from django.contrib.auth.models import AnonymousUser
 from django.test import override_settings
 from django.utils import timezone
@@ -165,7 +165,7 @@ def _request(thread_id: str, message_id: str) -> Any:
 def test_a_thread_whose_only_running_run_is_stale_accepts_a_new_turn() -> None:
     make_run("dead", heartbeat_age=60, thread_id="busy-thread")
 
-    prepared = turn_prepare(
+    prepared = async_to_sync(turn_prepare)(
         user=AnonymousUser(), request=_request("busy-thread", "u2"), protocol="graphql"
     )
 
@@ -177,7 +177,7 @@ def test_a_thread_with_a_live_running_run_is_still_busy() -> None:
     make_run("alive", heartbeat_age=0, thread_id="live-thread")
 
     with pytest.raises(ThreadBusy):
-        turn_prepare(
+        async_to_sync(turn_prepare)(
             user=AnonymousUser(), request=_request("live-thread", "u2"), protocol="graphql"
         )
     assert Run.objects.get(pk="alive").status == RunStatus.RUNNING

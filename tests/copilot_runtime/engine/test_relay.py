@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 import redis
-from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.contrib.auth.models import AnonymousUser
 from django.test import override_settings
@@ -313,9 +312,7 @@ async def test_a_slow_follower_of_a_real_run_on_a_dropping_layer_misses_nothing(
         {},
     )
     with override_settings(CHANNEL_LAYERS=layer_settings(IN_MEMORY, capacity=1)):
-        prepared = await sync_to_async(turn_prepare)(
-            user=AnonymousUser(), request=request, protocol="graphql"
-        )
+        prepared = await turn_prepare(user=AnonymousUser(), request=request, protocol="graphql")
         follower = Follower(prepared.run_id, pause_every=10, pause=0.02)
         await asyncio.sleep(0.05)  # joined before the run starts
         # Executed as a worker executes it: no in-process watcher, only the log and the layer.

@@ -8,7 +8,6 @@ from typing import Any
 
 import orjson
 import pytest
-from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AnonymousUser
 from django.test import override_settings
 
@@ -110,7 +109,7 @@ async def test_a_second_request_on_a_running_thread_is_refused(runtime_on_fake) 
         user=AnonymousUser(), request=_request(_fake({"hang": True})), protocol="graphql"
     )
     with pytest.raises(ThreadBusy) as refused:
-        await sync_to_async(turn_prepare)(
+        await turn_prepare(
             user=AnonymousUser(), request=_request("again", message_id="u2"), protocol="graphql"
         )
     assert refused.value.code == "THREAD_BUSY"

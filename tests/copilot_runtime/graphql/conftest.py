@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-import types
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -11,7 +9,7 @@ import pytest
 from django.contrib.auth.models import AnonymousUser
 
 from copilot_runtime.graphql.context import RuntimeContext
-from copilot_runtime.graphql.resolvers.copilot import GENERATE_MODULE
+from copilot_runtime.graphql.resolvers import generate
 
 GenerateResolver = Callable[..., Awaitable[Any]]
 
@@ -23,15 +21,11 @@ def context() -> RuntimeContext:
 
 @pytest.fixture
 def install_generate(monkeypatch: pytest.MonkeyPatch) -> Callable[[GenerateResolver], None]:
-    """Replace ``resolvers.generate.resolve_generate_copilot_response`` for one test.
-
-    The real module belongs to another part of the code base; a stand-in module in
-    ``sys.modules`` is what the mutation imports, whether or not the real one exists.
-    """
+    """Replace what the mutation's resolver calls with its plain arguments
+    (``generate_copilot_response(context=, data=, properties=)``) for one test, so the
+    schema's input conversion is tested without starting a turn."""
 
     def install(resolver: GenerateResolver) -> None:
-        module = types.ModuleType(GENERATE_MODULE)
-        module.resolve_generate_copilot_response = resolver  # type: ignore[attr-defined]
-        monkeypatch.setitem(sys.modules, GENERATE_MODULE, module)
+        monkeypatch.setattr(generate, "generate_copilot_response", resolver)
 
     return install

@@ -25,11 +25,8 @@ from copilot_runtime.graphql.fastpath.documents import (
     client_mutation_printed,
     urql_formatted,
 )
-from copilot_runtime.graphql.fastpath.encoder import (
-    V1Encoder,
-    failed_response_status,
-    initial_payload,
-)
+from copilot_runtime.graphql.fastpath.encoder import V1Encoder, initial_payload
+from copilot_runtime.graphql.v1_rules import failed_response_status
 
 ROOT = "generateCopilotResponse"
 

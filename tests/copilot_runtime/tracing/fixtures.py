@@ -8,6 +8,7 @@ handles.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
@@ -28,6 +29,8 @@ from copilot_runtime.events import (
     TextEnd,
     TextStart,
 )
+from copilot_runtime.tracing.deriver import RunSpanSpec, SpanDeriver
+from copilot_runtime.tracing.signals import Signal
 
 MODEL = "gpt-4o-mini"
 
@@ -239,3 +242,24 @@ WITH_STATE_LIMITS_AND_INTERRUPT: list[Any] = [
     MetaEvent(name="LangGraphInterruptEvent", value="approve?"),  # 5
     RunFinished(status="interrupted"),  # 6
 ]
+
+
+def derive_spans(
+    events: Sequence[Any],
+    root: RunSpanSpec,
+    *,
+    times: Sequence[float] | None = None,
+    end_at: float | None = None,
+    capture_content: bool = False,
+) -> list[Signal]:
+    """Every signal of a whole stream (start, each event, flush), as the tracer derives them
+    during a run. Event ``i`` happens at
+    ``times[i]`` (default: ``i + 1``); the run starts at 0 and ends at ``end_at`` (default:
+    one after the last event)."""
+    at = list(times) if times is not None else [float(i + 1) for i in range(len(events))]
+    deriver = SpanDeriver(root, capture_content=capture_content)
+    signals = deriver.start(0.0)
+    for event, when in zip(events, at, strict=True):
+        signals.extend(deriver.observe(event, when))
+    signals.extend(deriver.flush(end_at if end_at is not None else (at[-1] + 1 if at else 1.0)))
+    return signals

@@ -8,9 +8,14 @@ import pytest
 
 from copilot_runtime.models import ModelPrice
 from copilot_runtime.tracing import semconv as attr
-from copilot_runtime.tracing.cost import Price, price_for_model, prices_load, usage_cost
+from copilot_runtime.tracing.cost import (
+    Price,
+    price_for_model,
+    prices_load,
+    spans_price,
+    usage_cost,
+)
 from copilot_runtime.tracing.records import SpanRecord
-from copilot_runtime.tracing.store import spans_price
 
 MINI = Price(
     input_per_million=Decimal("0.15"),

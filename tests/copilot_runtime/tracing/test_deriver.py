@@ -13,8 +13,6 @@ from copilot_runtime.tracing.deriver import (
     ROOT_KEY,
     RunSpanSpec,
     SpanDeriver,
-    derive_spans,
-    register_span_rule,
 )
 from copilot_runtime.tracing.signals import (
     Signal,
@@ -83,7 +81,7 @@ def fold(signals: list[Signal]) -> dict[str, DerivedSpan]:
 
 
 def derive(events: list[Any], **options: Any) -> dict[str, DerivedSpan]:
-    return fold(derive_spans(events, ROOT, **options))
+    return fold(fx.derive_spans(events, ROOT, **options))
 
 
 def shape(spans: dict[str, DerivedSpan]) -> list[tuple[Any, ...]]:
@@ -326,7 +324,7 @@ def test_state_snapshots_limit_trips_and_interrupts_are_counted_on_the_run() -> 
 
 def test_content_capture_keeps_arguments_results_text_and_the_run_input() -> None:
     root = RunSpanSpec(run_id="r", thread_id="t", agent_name="default", input={"messages": []})
-    spans = fold(derive_spans(fx.PARALLEL_TOOLS, root, capture_content=True))
+    spans = fold(fx.derive_spans(fx.PARALLEL_TOOLS, root, capture_content=True))
 
     assert spans["run"].input == {"messages": []}
     assert spans["tool:call-a"].input == {"city": "Lisbon"}
@@ -359,14 +357,14 @@ def test_content_capture_keeps_unparseable_arguments_and_plain_results() -> None
 
 def test_root_input_is_dropped_without_content_capture() -> None:
     root = RunSpanSpec(run_id="r", thread_id="t", agent_name="default", input={"secret": 1})
-    spans = fold(derive_spans(fx.TEXT_ONLY, root))
+    spans = fold(fx.derive_spans(fx.TEXT_ONLY, root))
 
     assert spans["run"].input is None
 
 
 def test_an_agent_run_has_an_agent_root_span() -> None:
     root = RunSpanSpec(run_id="r", thread_id="t", agent_name="travel", kind="agent")
-    spans = fold(derive_spans(fx.TEXT_ONLY, root))
+    spans = fold(fx.derive_spans(fx.TEXT_ONLY, root))
 
     assert (spans["run"].kind, spans["run"].name) == ("agent", "invoke_agent travel")
     assert spans["run"].attributes[attr.AGENT_NAME] == "travel"
@@ -397,35 +395,6 @@ def test_unknown_events_and_stray_ends_are_ignored() -> None:
     assert list(spans) == ["run"]
 
 
-def test_a_producer_can_register_its_own_rule() -> None:
-    @dataclass
-    class StepStarted:
-        type: ClassVar[str] = "test_step_started"
-        name: str
-
-    @dataclass
-    class StepFinished:
-        type: ClassVar[str] = "test_step_finished"
-        name: str
-
-    @register_span_rule("test_step_started")
-    def step_started(deriver: SpanDeriver, event: Any, at: float) -> list[Signal]:
-        return [deriver.open_span(f"step:{event.name}", kind="agent", name=event.name, at=at)]
-
-    @register_span_rule("test_step_finished")
-    def step_finished(deriver: SpanDeriver, event: Any, at: float) -> list[Signal]:
-        closed = deriver.close_span(f"step:{event.name}", at)
-        return [closed] if closed is not None else []
-
-    spans = derive([StepStarted("plan"), StepFinished("plan"), StepStarted("act")])
-
-    assert [(s.key, s.kind, s.start, s.end, s.is_complete) for s in spans.values()] == [
-        ("run", "run", 0.0, 4.0, False),
-        ("step:plan", "agent", 1.0, 2.0, True),
-        ("step:act", "agent", 3.0, 4.0, False),
-    ]
-
-
 @pytest.mark.parametrize(
     "fixture",
     [
@@ -448,4 +417,4 @@ def test_every_open_span_is_closed_exactly_once_in_every_fixture() -> None:
     for name in dir(fx):
         value = getattr(fx, name)
         if name.isupper() and isinstance(value, list):
-            fold(derive_spans(value, ROOT))  # asserts one open and one close per span
+            fold(fx.derive_spans(value, ROOT))  # asserts one open and one close per span

@@ -13,7 +13,7 @@ import pytest
 
 from copilot_runtime.tracing import exporter as exporter_module
 from copilot_runtime.tracing import semconv as attr
-from copilot_runtime.tracing.deriver import RunSpanSpec, derive_spans
+from copilot_runtime.tracing.deriver import RunSpanSpec
 from copilot_runtime.tracing.exporter import (
     otlp_attributes,
     otlp_export_create,
@@ -21,6 +21,7 @@ from copilot_runtime.tracing.exporter import (
 )
 from copilot_runtime.tracing.records import SpanBook, SpanRecord, trace_id_for_run
 from tests.copilot_runtime.tracing import fixtures as fx
+from tests.copilot_runtime.tracing.fixtures import derive_spans
 
 
 class Collector:

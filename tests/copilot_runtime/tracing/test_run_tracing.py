@@ -14,11 +14,11 @@ from django.contrib.auth.models import AnonymousUser
 from django.test import override_settings
 
 from conversations.models import Run, RunStatus, Span
+from conversations.store import spans as store_module
 from copilot_runtime.engine.service import turn_start
 from copilot_runtime.graphql.turn_input import parse_generate_input
 from copilot_runtime.models import ModelPrice
 from copilot_runtime.tracing import semconv as attr
-from copilot_runtime.tracing import store as store_module
 from copilot_runtime.tracing import tracer as tracer_module
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -140,7 +140,7 @@ async def test_a_failing_span_write_still_stores_the_runs_end(
     def broken(**_: Any) -> None:
         raise RuntimeError("no spans today")
 
-    monkeypatch.setattr(store_module, "trace_store", broken)
+    monkeypatch.setattr(store_module, "spans_store", broken)
     with caplog.at_level(logging.WARNING, logger="copilot_runtime.engine.execute"):
         started = await turn_start(
             user=AnonymousUser(),
@@ -166,7 +166,7 @@ async def test_a_tracing_failure_does_not_touch_the_run(
     def broken_observe(self: Any, event: Any, at: float) -> Any:
         raise RuntimeError("no deriving either")
 
-    monkeypatch.setattr(store_module, "trace_store", broken)
+    monkeypatch.setattr(store_module, "spans_store", broken)
     monkeypatch.setattr(tracer_module.SpanDeriver, "observe", broken_observe)
     started = await turn_start(
         user=AnonymousUser(),

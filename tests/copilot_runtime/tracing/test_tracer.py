@@ -11,10 +11,10 @@ import pytest
 from django.test import override_settings
 
 from conversations.models import Run, Span
+from conversations.store import spans as store_module
 from copilot_runtime.events.request import InputMessage, TurnRequest
 from copilot_runtime.models import ModelPrice
 from copilot_runtime.tracing import semconv as attr
-from copilot_runtime.tracing import store as store_module
 from copilot_runtime.tracing import tracer as tracer_module
 from copilot_runtime.tracing.deriver import RunSpanSpec
 from copilot_runtime.tracing.records import trace_id_for_run
@@ -130,7 +130,7 @@ async def test_a_failing_store_is_logged_and_never_raised(
     def broken(**_: Any) -> None:
         raise RuntimeError("database on fire")
 
-    monkeypatch.setattr(store_module, "trace_store", broken)
+    monkeypatch.setattr(store_module, "spans_store", broken)
     with caplog.at_level(logging.WARNING, logger="copilot_runtime.tracing.tracer"):
         await _trace(run.pk, fx.TEXT_ONLY)
 

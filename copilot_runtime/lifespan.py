@@ -1,0 +1,27 @@
+"""The ASGI lifespan of the runtime: on shutdown, close what this process opened for its turns
+(the PostgreSQL turn store's connection pools), so a restart leaves no half-closed sessions
+on the database. Route ``"lifespan"`` to it in the ASGI application (the standalone site
+does; a host project may add it beside its own)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from conversations.store import turn_store_close
+
+logger = logging.getLogger(__name__)
+
+
+async def lifespan(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            try:
+                await turn_store_close()
+            except Exception:  # a failing close must not hold up the shutdown
+                logger.exception("closing the turn store's connections failed")
+            await send({"type": "lifespan.shutdown.complete"})
+            return

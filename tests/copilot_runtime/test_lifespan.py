@@ -1,0 +1,50 @@
+"""The ASGI lifespan: startup completes, and shutdown closes the turn store's pools."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from conversations.store.pg import POOLS, PgTurnStore
+from copilot_runtime.asgi import application
+from copilot_runtime.lifespan import lifespan
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def run_lifespan(app: Any) -> list[str]:
+    inbox: asyncio.Queue[dict[str, str]] = asyncio.Queue()
+    for kind in ("lifespan.startup", "lifespan.shutdown"):
+        inbox.put_nowait({"type": kind})
+    sent: list[str] = []
+
+    async def send(message: dict[str, str]) -> None:
+        sent.append(message["type"])
+
+    await asyncio.wait_for(app({"type": "lifespan"}, inbox.get, send), 5)
+    return sent
+
+
+async def test_shutdown_closes_the_pools_this_loop_opened() -> None:
+    store = PgTurnStore()
+    async with await store._connection() as connection:  # opens this loop's pool
+        await connection.execute("SELECT 1")
+    pool = await POOLS.get()
+    assert not connection.closed  # kept idle in the pool
+
+    assert await run_lifespan(lifespan) == [
+        "lifespan.startup.complete",
+        "lifespan.shutdown.complete",
+    ]
+    assert connection.closed
+    assert await POOLS.get() is not pool  # a later turn opens a new one
+
+
+async def test_the_standalone_application_routes_the_lifespan() -> None:
+    assert await run_lifespan(application) == [
+        "lifespan.startup.complete",
+        "lifespan.shutdown.complete",
+    ]
+    await POOLS.close_all()
