@@ -64,13 +64,18 @@ def fast_path(events: list[Event] = EVENTS) -> tuple[list[dict[str, Any]], list[
     return states, metas
 
 
-async def pumped(events: list[Event] = EVENTS) -> tuple[list[Any], list[Any]]:
+async def _pumped_to_the_end(events: list[Event]) -> _Pump:
     queue: asyncio.Queue[Event | None] = asyncio.Queue()
     for event in events:
         queue.put_nowait(event)
     queue.put_nowait(None)
     pump = _Pump(StartedTurn(run_id="r-1", thread_id="t-1", events=queue, detach=lambda: None))
     await pump.run()
+    return pump
+
+
+async def pumped(events: list[Event] = EVENTS) -> tuple[list[Any], list[Any]]:
+    pump = await _pumped_to_the_end(events)
     messages, metas = [], []
     while (message := pump.messages.get_nowait()) is not _END:
         messages.append(message)
@@ -194,12 +199,7 @@ def wire_response(events: list[Event]) -> tuple[list[tuple[Any, ...]], dict[str,
 
 
 async def pumped_response(events: list[Event]) -> tuple[list[tuple[Any, ...]], Any]:
-    queue: asyncio.Queue[Event | None] = asyncio.Queue()
-    for event in events:
-        queue.put_nowait(event)
-    queue.put_nowait(None)
-    pump = _Pump(StartedTurn(run_id="r-1", thread_id="t-1", events=queue, detach=lambda: None))
-    await pump.run()
+    pump = await _pumped_to_the_end(events)
     rows = []
     while (message := pump.messages.get_nowait()) is not _END:
         # The sources the objects' streamed and deferred fields resolve from.
