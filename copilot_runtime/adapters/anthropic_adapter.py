@@ -28,7 +28,7 @@ from copilot_runtime.adapters.base import (
     UpstreamError,
     UsageChunk,
 )
-from copilot_runtime.adapters.sse_transport import SseTransport
+from copilot_runtime.adapters.sse_transport import SseTransport, stream_cut, upstream_stream_errors
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 _INSTRUCTION_ROLES = ("system", "developer")
@@ -278,7 +278,7 @@ class AnthropicAdapter:
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
         body = request_body(request, model=self.default_model, max_tokens=self.max_tokens)
         reader = _StreamReader()
-        try:
+        with upstream_stream_errors(item="event"):
             async for data in self._transport.events(self._url, body):
                 if not data:
                     continue
@@ -286,22 +286,8 @@ class AnthropicAdapter:
                 if isinstance(event, dict):
                     for chunk in reader.feed(event):
                         yield chunk
-        except UpstreamError:
-            raise
-        except orjson.JSONDecodeError as exc:
-            raise UpstreamError(
-                "The model service sent a malformed stream event.", code="UPSTREAM_BAD_STREAM"
-            ) from exc
-        except Exception as exc:
-            raise UpstreamError(
-                "The model service closed the stream before it finished.",
-                code="UPSTREAM_STREAM_CUT",
-            ) from exc
         if not reader.stopped:
-            raise UpstreamError(
-                "The model service closed the stream before it finished.",
-                code="UPSTREAM_STREAM_CUT",
-            )
+            raise stream_cut()
         yield reader.total_usage()
 
     async def aclose(self) -> None:

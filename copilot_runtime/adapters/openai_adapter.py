@@ -25,7 +25,7 @@ from copilot_runtime.adapters.base import (
     UpstreamError,
     UsageChunk,
 )
-from copilot_runtime.adapters.sse_transport import SseTransport
+from copilot_runtime.adapters.sse_transport import SseTransport, upstream_stream_errors
 
 _DATA_PREFIX = b"data: "
 _DONE = b"[DONE]"
@@ -165,7 +165,7 @@ class OpenAIAdapter:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
         body = _request_body(request, self.default_model, self.instruction_role)
-        try:
+        with upstream_stream_errors(item="chunk"):
             async for data in self._transport.events(self._url, body):
                 if data == _DONE:
                     break
@@ -173,16 +173,3 @@ class OpenAIAdapter:
                     continue
                 for chunk in parse_chunk(data):
                     yield chunk
-        except UpstreamError:
-            raise
-        except orjson.JSONDecodeError as exc:
-            raise UpstreamError(
-                "The model service sent a malformed stream chunk.", code="UPSTREAM_BAD_STREAM"
-            ) from exc
-        except Exception as exc:
-            # The HTTP transport raises its own errors (RemoteProtocolError...) when a stream is
-            # cut; whatever they are, the client gets a stable code, not the library's text.
-            raise UpstreamError(
-                "The model service closed the stream before it finished.",
-                code="UPSTREAM_STREAM_CUT",
-            ) from exc

@@ -13,8 +13,9 @@ runtime's stable codes (``UPSTREAM_RATE_LIMITED``, ``_CLIENT_ERROR``, ``_SERVER_
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
 import aiohttp
@@ -69,6 +70,32 @@ def status_error(status: int, headers: Mapping[str, str], raw_body: bytes) -> Up
         code="UPSTREAM_CLIENT_ERROR" if status < 500 else "UPSTREAM_SERVER_ERROR",
         status_code=status,
     )
+
+
+STREAM_CUT_MESSAGE = "The model service closed the stream before it finished."
+STREAM_CUT_CODE = "UPSTREAM_STREAM_CUT"
+
+
+def stream_cut() -> UpstreamError:
+    return UpstreamError(STREAM_CUT_MESSAGE, code=STREAM_CUT_CODE)
+
+
+@contextlib.contextmanager
+def upstream_stream_errors(*, item: str) -> Iterator[None]:
+    """Around reading a model stream: a malformed ``item`` (chunk, event) or a cut stream
+    becomes an ``UpstreamError`` with a stable code. The HTTP library raises its own errors
+    (RemoteProtocolError...) when a stream is cut; the client gets the code, not their text.
+    Cancellation (a ``BaseException``) passes through untouched."""
+    try:
+        yield
+    except UpstreamError:
+        raise
+    except orjson.JSONDecodeError as exc:
+        raise UpstreamError(
+            f"The model service sent a malformed stream {item}.", code="UPSTREAM_BAD_STREAM"
+        ) from exc
+    except Exception as exc:
+        raise stream_cut() from exc
 
 
 def _backoff(attempt: int, error: UpstreamError | None) -> float:
