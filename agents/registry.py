@@ -63,14 +63,35 @@ _ANNOUNCED: dict[str, AgentSpec] = {}
 
 
 def announced_agents_replace(specs: dict[str, AgentSpec]) -> None:
+    global _ANNOUNCED_VERSION
     _ANNOUNCED.clear()
     _ANNOUNCED.update(specs)
+    _ANNOUNCED_VERSION += 1
+
+
+_ANNOUNCED_VERSION = 0
+# The last list built, and what it was built from: a turn looks its agent up several times,
+# and the settings (re-read only when they change) and the announcements rarely change.
+_BUILT: tuple[object, int, tuple[AgentSpec, ...]] | None = None
 
 
 def agent_list() -> list[AgentSpec]:
     """Every registered agent: ``default`` first, then the configured ones by name, then the
     ones remote endpoints announced (by name)."""
-    configured: dict[str, dict[str, Any]] = runtime_setting("AGENTS") or {}
+    global _BUILT
+    configured: dict[str, dict[str, Any]] = runtime_setting("AGENTS") or _NO_AGENTS
+    built = _BUILT
+    if built is not None and built[0] is configured and built[1] == _ANNOUNCED_VERSION:
+        return list(built[2])
+    agents = _agents_built(configured)
+    _BUILT = (configured, _ANNOUNCED_VERSION, tuple(agents))
+    return agents
+
+
+_NO_AGENTS: dict[str, dict[str, Any]] = {}
+
+
+def _agents_built(configured: dict[str, dict[str, Any]]) -> list[AgentSpec]:
     # ``AGENTS["default"]`` tunes the chat engine's entry (its description,
     # ``forward_system_messages``, ``capabilities``); its kind stays ``chat``.
     default_options = dict(configured.get(DEFAULT_AGENT_NAME) or {})

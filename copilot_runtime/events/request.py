@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -84,8 +85,15 @@ class TurnRequest:
 def parse_datetime(raw: Any) -> dt.datetime | None:
     if not isinstance(raw, str) or not raw:
         return None
+    return _parsed_datetime(raw)
+
+
+# Clients re-send the whole history with every turn, so the same timestamps come back again
+# and again: parsed once each (datetimes are immutable, sharing them is safe).
+@functools.lru_cache(maxsize=8192)
+def _parsed_datetime(raw: str) -> dt.datetime | None:
     try:
-        return dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
+        return dt.datetime.fromisoformat(raw)  # Python 3.11 reads a trailing "Z" too
     except ValueError:
         return None
 
@@ -127,6 +135,37 @@ def _check_text(value: str | None, field: str, *, limit: int | None = None) -> N
         raise BadTurnRequest(f"{field} is longer than {limit} characters.")
 
 
+def _message_suspect(message: InputMessage) -> bool:
+    """Whether ``_check_message`` could refuse ``message`` (no string built on the way)."""
+    for value in (
+        message.id,
+        message.parent_message_id,
+        message.action_execution_id,
+        message.action_name,
+    ):
+        if value and (len(value) > ID_LENGTH or "\x00" in value):
+            return True
+    role = message.role
+    if role and (len(role) > 16 or "\x00" in role):
+        return True
+    for value in (message.content, message.result):
+        if value and "\x00" in value:
+            return True
+    return message.arguments is not None or message.agent_state is not None
+
+
+def _check_message(message: InputMessage, where: str) -> None:
+    _check_text(message.id, f"{where}.id", limit=ID_LENGTH)
+    _check_text(message.parent_message_id, f"{where}.parentMessageId", limit=ID_LENGTH)
+    _check_text(message.action_execution_id, f"{where}.actionExecutionId", limit=ID_LENGTH)
+    _check_text(message.action_name, f"{where} name", limit=ID_LENGTH)
+    _check_text(message.role, f"{where}.role", limit=16)
+    _check_text(message.content, f"{where}.content")
+    _check_text(message.result, f"{where}.result")
+    _check_json(message.arguments, f"{where}.arguments")
+    _check_json(message.agent_state, f"{where}.state")
+
+
 def _check_json(value: Any, field: str) -> None:
     """orjson (the store's writer) reads 1,024 levels of nesting but writes only 254: a value
     nested deeper would be accepted here and fail when stored."""
@@ -147,16 +186,10 @@ def check_turn_request(request: TurnRequest, *, run_id: str | None = None) -> No
     _check_text(run_id, "runId", limit=RUN_ID_LENGTH)
     _check_text(request.agent_name, "agent name", limit=ID_LENGTH)
     for index, message in enumerate(request.messages):
-        where = f"messages[{index}]"
-        _check_text(message.id, f"{where}.id", limit=ID_LENGTH)
-        _check_text(message.parent_message_id, f"{where}.parentMessageId", limit=ID_LENGTH)
-        _check_text(message.action_execution_id, f"{where}.actionExecutionId", limit=ID_LENGTH)
-        _check_text(message.action_name, f"{where} name", limit=ID_LENGTH)
-        _check_text(message.role, f"{where}.role", limit=16)
-        _check_text(message.content, f"{where}.content")
-        _check_text(message.result, f"{where}.result")
-        _check_json(message.arguments, f"{where}.arguments")
-        _check_json(message.agent_state, f"{where}.state")
+        # The whole history comes with every request: the labels are built only for a
+        # message that fails, and most messages pass the quick test.
+        if _message_suspect(message):
+            _check_message(message, f"messages[{index}]")
     for index, action in enumerate(request.actions):
         _check_text(action.name, f"actions[{index}].name", limit=ID_LENGTH)
         _check_json(action.parameters, f"actions[{index}].parameters")

@@ -93,3 +93,22 @@ def test_an_unknown_agent_is_agent_not_found() -> None:
     assert error.extensions()["code"] == "AGENT_NOT_FOUND"
     assert error.agent_name == "no-such-agent"
     assert "no-such-agent" in error.message
+
+
+def test_the_list_follows_the_settings_and_the_announcements_it_was_built_from() -> None:
+    from agents.registry import AgentSpec, announced_agents_replace
+
+    with override_settings(COPILOT_RUNTIME=CONFIGURED):
+        first = agent_list()
+        first.clear()  # a caller's copy: the next lookup is whole again
+        assert [a.name for a in agent_list()] == ["default", "alpha", "bare", "zeta"]
+        announced_agents_replace(
+            {"remote-one": AgentSpec(name="remote-one", description="", kind="remote")}
+        )
+        try:
+            assert [a.name for a in agent_list()][-1] == "remote-one"
+        finally:
+            announced_agents_replace({})
+        assert [a.name for a in agent_list()] == ["default", "alpha", "bare", "zeta"]
+    with override_settings(COPILOT_RUNTIME={"AGENTS": {"solo": {}}}):
+        assert [a.name for a in agent_list()] == ["default", "solo"]

@@ -139,6 +139,7 @@ def _plan(of: GraphQLInputType) -> tuple[Plain, bool]:
 def _object_plan(of: GraphQLInputObjectType) -> Plain:
     fields: dict[str, tuple[Plain, bool]] = {}
     defaults: dict[str, Any] = {}
+    required: set[str] = set()  # non-null fields without a default: must be sent
     # Filled lazily: input types may refer to each other (MetaEventInput -> MessageInput).
     resolved = False
 
@@ -148,6 +149,8 @@ def _object_plan(of: GraphQLInputObjectType) -> Plain:
             fields[name] = _plan(field.type)
             if field.default_value is not Undefined and field.default_value is not None:
                 defaults[name] = field.default_value
+            elif fields[name][1]:
+                required.add(name)
         resolved = True
 
     def plain_object(value: Any) -> Any:
@@ -166,13 +169,12 @@ def _object_plan(of: GraphQLInputObjectType) -> Plain:
                 out[name] = None  # an explicit null stays (graphql-core keeps it too)
                 continue
             out[name] = known[0](entry)
-        for name, (_plain, required) in fields.items():
-            if name in out or name in value:
-                continue
-            if name in defaults:
-                out[name] = defaults[name]
-            elif required:
+        if len(value) < len(fields):  # some fields absent: required ones refused, defaults in
+            if not required.issubset(value.keys()):
                 raise _Unsure
+            for name, default in defaults.items():
+                if name not in value:
+                    out[name] = default
         return out
 
     return plain_object
