@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from copilot_runtime.events.recent import Recent
 from copilot_runtime.events.request import (
     ForwardedParameters,
     FrontendAction,
@@ -151,7 +152,13 @@ def run_input_parse(raw: Any) -> RunInput:
     checker.string(body.get("parentRunId"), ("parentRunId",), optional=True)
     messages = checker.array(body.get("messages"), ("messages",))
     for index, message in enumerate(messages):
+        key = message.get("id") if isinstance(message, dict) else None
+        if _VALID_MESSAGES.recall(key, message)[0]:
+            continue  # this very message passed before (the history comes back every turn)
+        before = len(checker.issues)
         checker.message(message, index)
+        if len(checker.issues) == before:
+            _VALID_MESSAGES.keep(key, message, True)
     tools = checker.array(body.get("tools"), ("tools",))
     for index, tool in enumerate(tools):
         if checker.record(tool, ("tools", index)) is not None:
@@ -228,6 +235,38 @@ def _user_inputs(message: dict[str, Any]) -> list[InputMessage]:
     return inputs
 
 
+# Roles whose rows depend on the message alone (a tool result also needs its call's name).
+_OWN_ROWS_ROLES = frozenset({"user", "system", "developer", "assistant"})
+# Messages that passed the checks, and the rows messages were converted to (see
+# copilot_runtime/events/recent.py; the rows are read-only once made).
+_VALID_MESSAGES: Recent[bool] = Recent()
+_CONVERTED_MESSAGES: Recent[tuple[InputMessage, ...]] = Recent()
+
+
+def _own_rows(message: dict[str, Any]) -> tuple[InputMessage, ...]:
+    role = message["role"]
+    if role == "user":
+        return tuple(_user_inputs(message))
+    if role in ("system", "developer"):
+        return (InputMessage(id=message["id"], kind="text", role=role, content=message["content"]),)
+    rows: list[InputMessage] = []
+    content = message.get("content") or ""
+    if content:
+        rows.append(InputMessage(id=message["id"], kind="text", role="assistant", content=content))
+    for call in message.get("toolCalls") or []:
+        rows.append(
+            InputMessage(
+                id=call["id"],
+                kind="action_execution",
+                role="assistant",
+                action_name=call["function"]["name"],
+                arguments=_arguments(call["function"]["arguments"]),
+                parent_message_id=message["id"],
+            )
+        )
+    return tuple(rows)
+
+
 def input_messages_from_agui(messages: list[dict[str, Any]]) -> list[InputMessage]:
     """The stored-row view of an AG-UI history (activity and reasoning messages are the
     frontend's own and are left out)."""
@@ -235,30 +274,12 @@ def input_messages_from_agui(messages: list[dict[str, Any]]) -> list[InputMessag
     call_names: dict[str, str] = {}
     for message in messages:
         role = message["role"]
-        if role == "user":
-            inputs.extend(_user_inputs(message))
-        elif role in ("system", "developer"):
-            inputs.append(
-                InputMessage(id=message["id"], kind="text", role=role, content=message["content"])
-            )
-        elif role == "assistant":
-            content = message.get("content") or ""
-            if content:
-                inputs.append(
-                    InputMessage(id=message["id"], kind="text", role="assistant", content=content)
-                )
-            for call in message.get("toolCalls") or []:
-                call_names[call["id"]] = call["function"]["name"]
-                inputs.append(
-                    InputMessage(
-                        id=call["id"],
-                        kind="action_execution",
-                        role="assistant",
-                        action_name=call["function"]["name"],
-                        arguments=_arguments(call["function"]["arguments"]),
-                        parent_message_id=message["id"],
-                    )
-                )
+        if role in _OWN_ROWS_ROLES:
+            # Made from the message alone: remembered (the history comes back every turn).
+            inputs.extend(_CONVERTED_MESSAGES.made_from(message["id"], message, _own_rows))
+            if role == "assistant":
+                for call in message.get("toolCalls") or ():
+                    call_names[call["id"]] = call["function"]["name"]
         elif role == "tool":
             call_id = message["toolCallId"]
             inputs.append(

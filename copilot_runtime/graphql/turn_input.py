@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 
+from copilot_runtime.events.recent import Recent
 from copilot_runtime.events.request import (
     BadTurnRequest,
     ForwardedParameters,
@@ -15,6 +16,11 @@ from copilot_runtime.events.request import (
     TurnRequest,
     parse_datetime,
 )
+
+# The history comes back with every turn (see copilot_runtime/events/recent.py). A message
+# without an id is parsed every time: the store gives it one (the only write to an
+# InputMessage after parsing).
+_PARSED_MESSAGES: Recent[InputMessage] = Recent()
 
 
 def _parse_arguments(raw: str) -> dict[str, Any]:
@@ -120,7 +126,10 @@ def _parse_forwarded(raw: dict[str, Any] | None) -> ForwardedParameters:
 
 def parse_generate_input(data: dict[str, Any], properties: dict[str, Any] | None) -> TurnRequest:
     """A ``TurnRequest`` from coerced ``GenerateCopilotResponseInput`` variables."""
-    messages = [parse_input_message(raw) for raw in data.get("messages") or []]
+    messages = [
+        _PARSED_MESSAGES.made_from(raw.get("id"), raw, parse_input_message)
+        for raw in data.get("messages") or []
+    ]
     frontend = data.get("frontend") or {}
     actions = [
         action

@@ -33,6 +33,7 @@ from graphql import (
     Undefined,
 )
 
+from copilot_runtime.events.recent import Recent
 from copilot_runtime.graphql.schema import schema
 
 # What JavaScript's Date.prototype.toISOString writes (what the clients send), which
@@ -132,7 +133,11 @@ def _plan(of: GraphQLInputType) -> tuple[Plain, bool]:
             raise TypeError(f"no fast check for the scalar {of.name}")
         return scalar, False
     if isinstance(of, GraphQLInputObjectType):
-        return _object_plan(of), False
+        plan = _object_plan(of)
+        if of.name == "MessageInput":
+            # The history comes back with every turn: a message checked before is not again.
+            return _remembered(plan), False
+        return plan, False
     raise TypeError(f"no fast check for {of}")
 
 
@@ -178,6 +183,22 @@ def _object_plan(of: GraphQLInputObjectType) -> Plain:
         return out
 
     return plain_object
+
+
+_CHECKED_MESSAGES: Recent[Any] = Recent()
+
+
+def _remembered(plan: Plain) -> Plain:
+    def plain_message(value: Any) -> Any:
+        if type(value) is not dict:
+            raise _Unsure
+        if "agentStateMessage" in value:
+            # Its Boolean fields compare equal to numbers (True == 1), which the check refuses:
+            # never recognised by equality. Agent state messages are rare in a history.
+            return plan(value)
+        return _CHECKED_MESSAGES.made_from(value.get("id"), value, plan)
+
+    return plain_message
 
 
 @cache

@@ -212,3 +212,42 @@ def test_an_interrupt_answer_becomes_the_requests_meta_event(
 def test_no_answer_means_no_meta_event() -> None:
     request = turn_request_from_run_input(run_input_parse(body()), agent_name="lg")
     assert request.meta_events == []
+
+
+def test_a_remembered_message_sent_again_with_bad_content_is_still_refused() -> None:
+    """The history comes back every turn and a message that passed is not checked again;
+    the same id with other content is."""
+    good = {"id": "re-1", "role": "tool", "toolCallId": "c-1", "content": "ok"}
+    run_input_parse(body(messages=[good]))
+    run_input_parse(body(messages=[dict(good)]))  # remembered
+
+    assert issue_paths(body(messages=[{**good, "content": 5}])) == [["messages", 0, "content"]]
+
+
+def test_a_re_sent_message_converts_to_what_it_says_now() -> None:
+    first = [{"id": "re-2", "role": "user", "content": "first words"}]
+    [before] = input_messages_from_agui(first)
+    [same] = input_messages_from_agui([dict(first[0])])
+    [edited] = input_messages_from_agui([{**first[0], "content": "edited"}])
+
+    assert same is before  # made once
+    assert (before.content, edited.content) == ("first words", "edited")
+
+
+def test_a_tool_result_names_its_call_even_when_the_call_was_remembered() -> None:
+    call = {
+        "id": "a-3",
+        "role": "assistant",
+        "toolCalls": [
+            {"id": "call-3", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+        ],
+    }
+    result = {"id": "r-3", "role": "tool", "toolCallId": "call-3", "content": "found"}
+    input_messages_from_agui([call, result])
+
+    rows = input_messages_from_agui([dict(call), dict(result)])
+
+    assert [(row.kind, row.action_name) for row in rows] == [
+        ("action_execution", "lookup"),
+        ("result", "lookup"),
+    ]

@@ -93,3 +93,42 @@ def test_explicit_nulls_and_absent_fields_come_out_as_graphql_core_makes_them() 
     assert fast is not None
     assert fast == _by_graphql_core(variables)
     assert fast[0]["frontend"]["url"] is None and "forwardedParameters" not in fast[0]
+
+
+def test_a_re_sent_message_is_recognised_only_when_it_is_the_same() -> None:
+    """The history comes back every turn: a message checked before is not checked again,
+    but the same id with other content is, and an agent state's Boolean is never taken for
+    a number that compares equal to it."""
+    variables = request_variables(thread_id="t", tokens=3)
+    first = plain_client_variables(variables)
+    again = plain_client_variables(json.loads(json.dumps(variables)))
+    assert first is not None and again is not None
+    assert again[0]["messages"][0] is first[0]["messages"][0]
+
+    edited = json.loads(json.dumps(variables))
+    edited["data"]["messages"][0]["textMessage"]["content"] = "Something else"
+    made = plain_client_variables(edited)
+    assert made is not None
+    assert made[0]["messages"][0]["textMessage"]["content"] == "Something else"
+
+    state = {
+        "id": "state-1",
+        "createdAt": "2026-11-25T10:00:00.000Z",
+        "agentStateMessage": {
+            "threadId": "t",
+            "agentName": "a",
+            "role": "assistant",
+            "state": "{}",
+            "running": True,
+            "nodeName": "n",
+            "runId": "r",
+            "active": True,
+        },
+    }
+    with_state = json.loads(json.dumps(variables))
+    with_state["data"]["messages"].append(state)
+    assert plain_client_variables(with_state) == _by_graphql_core(with_state)
+    as_number = json.loads(json.dumps(with_state))
+    as_number["data"]["messages"][-1]["agentStateMessage"]["running"] = 1
+    assert _by_graphql_core(as_number) is None
+    assert plain_client_variables(as_number) is None
