@@ -316,6 +316,13 @@ def echoed_input(raw: dict[str, Any], new_message_ids: Iterable[str]) -> dict[st
     messages = raw.get("messages") or []
     kept = []
     for message in messages:
+        # Most of a history is user and assistant texts the thread already has: decided
+        # without building their id lists.
+        role = message["role"]
+        if role == "user" or (role == "assistant" and not message.get("toolCalls")):
+            if message["id"] in new or (role == "assistant" and not message.get("content")):
+                kept.append(message)
+            continue
         ids = _stored_ids(message)
         if not ids or any(message_id in new for message_id in ids):
             kept.append(message)

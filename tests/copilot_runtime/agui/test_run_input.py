@@ -9,6 +9,7 @@ import pytest
 
 from copilot_runtime.agui.run_input import (
     InvalidRunInput,
+    echoed_input,
     input_messages_from_agui,
     run_input_parse,
     turn_request_from_run_input,
@@ -251,3 +252,23 @@ def test_a_tool_result_names_its_call_even_when_the_call_was_remembered() -> Non
         ("action_execution", "lookup"),
         ("result", "lookup"),
     ]
+
+
+def test_the_echo_keeps_what_is_new_to_the_thread_and_what_it_does_not_store() -> None:
+    call = {"id": "call-9", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    messages = [
+        {"id": "sys", "role": "system", "content": "Be brief"},
+        {"id": "u-old", "role": "user", "content": "Hi"},
+        {"id": "a-old", "role": "assistant", "content": "Hello"},
+        {"id": "a-empty", "role": "assistant", "content": ""},
+        {"id": "a-calls", "role": "assistant", "content": "", "toolCalls": [call]},
+        {"id": "t-old", "role": "tool", "toolCallId": "call-8", "content": "x"},
+        {"id": "t-new", "role": "tool", "toolCallId": "call-9", "content": "y"},
+        {"id": "u-new", "role": "user", "content": "And now?"},
+    ]
+    raw = body(messages=messages)
+
+    echoed = echoed_input(raw, ["call-9", "t-new", "u-new"])
+
+    assert [m["id"] for m in echoed["messages"]] == ["sys", "a-empty", "a-calls", "t-new", "u-new"]
+    assert echoed_input(raw, [m["id"] for m in messages] + ["call-9"]) is raw
