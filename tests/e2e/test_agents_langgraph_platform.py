@@ -16,11 +16,16 @@ import pytest
 
 from agents.langgraph_platform.config import Deployment
 from agents.langgraph_platform.runner import langgraph_thread_id
-from conversations.models import Run, RunStatus, Thread, ThreadStatus
+from conversations.models import Run, RunStatus, Thread
 from tests.e2e.agui_client import run_agui, sse_frames
 from tests.e2e.js_client import JS_CLIENT_VERSIONS, run_js
-from tests.support.agent_turns import agent_data, text
-from tests.support.generate_e2e import GRAPHQL_PATH, finished_run, joined_content, server_env
+from tests.support.forecast_conversation import (
+    FORECAST,
+    assert_forecast_conversation,
+    forecast_sequence,
+    script_forecast,
+)
+from tests.support.generate_e2e import finished_run, server_env
 from tests.support.langgraph_agent_app import APPROVAL_QUESTION
 
 if TYPE_CHECKING:
@@ -28,12 +33,6 @@ if TYPE_CHECKING:
     from tests.support.langgraph_platform.server import LangGraphServer
 
 pytestmark = pytest.mark.e2e
-
-FORECAST = "It is sunny in Paris."
-
-
-def _by_type(messages: list[dict[str, Any]], typename: str) -> list[dict[str, Any]]:
-    return [m for m in messages if m.get("__typename") == typename]
 
 
 @pytest.mark.parametrize("version", JS_CLIENT_VERSIONS)
@@ -43,107 +42,20 @@ def test_a_langgraph_platform_agent_streams_persists_state_and_resumes_after_an_
     langgraph_server: LangGraphServer,
     version: str,
 ) -> None:
-    fake_upstream.script(
-        {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]},
-        {"text": FORECAST},
-        {"text": "Thanks, published."},
-    )
+    script_forecast(fake_upstream)
     agents = {"forecaster": {"kind": "langgraph", "url": langgraph_server.url}}
     server = live_server_factory(
         env=server_env(fake_upstream.base_url, COPILOT_RUNTIME_AGENTS=json.dumps(agents))
     )
     thread_id = str(uuid.uuid4())
-    interrupt_value = json.dumps({**APPROVAL_QUESTION, "forecast": FORECAST})
-    load = {"op": "loadAgentState", "threadId": thread_id, "agentName": "forecaster"}
 
     outcome = run_js(
-        version,
-        {
-            "op": "sequence",
-            "url": server.url + GRAPHQL_PATH,
-            "commands": [
-                {
-                    "op": "generate",
-                    "data": agent_data(
-                        "forecaster", [text("u1", "Weather in Paris?")], thread_id=thread_id
-                    ),
-                },
-                load,
-                {
-                    "op": "generate",
-                    "followUp": {},
-                    "data": {
-                        "metaEvents": [
-                            {
-                                "name": "LangGraphInterruptEvent",
-                                "value": interrupt_value,
-                                "response": "yes",
-                            }
-                        ]
-                    },
-                },
-                load,
-            ],
-        },
-        timeout=120,
+        version, forecast_sequence(server_url=server.url, thread_id=thread_id), timeout=120
     )
-    first, loaded_paused, resumed, loaded_done = outcome["results"]
 
-    # The first turn: the tool call, its result and the text streamed; the interrupt arrived.
-    assert first["errors"] == []
-    final = first["final"]
-    assert final["status"]["code"] == "Success"
-    (call,) = _by_type(final["messages"], "ActionExecutionMessageOutput")
-    assert call["name"] == "get_weather"
-    assert json.loads(joined_content(call)) == {"city": "Paris"}
-    (result,) = _by_type(final["messages"], "ResultMessageOutput")
-    assert result["result"] == "Sunny in Paris, 21 degrees"
-    texts = [joined_content(m) for m in _by_type(final["messages"], "TextMessageOutput")]
-    assert texts == [FORECAST]
-    states = _by_type(final["messages"], "AgentStateMessageOutput")
-    assert states and {s["agentName"] for s in states} == {"forecaster"}
-    assert {s["threadId"] for s in states} == {thread_id}
-    (meta,) = final["metaEvents"]
-    assert (meta["__typename"], meta["name"], meta["type"]) == (
-        "LangGraphInterruptEvent",
-        "LangGraphInterruptEvent",
-        "MetaEvent",
+    assert_forecast_conversation(
+        outcome["results"], thread_id=thread_id, fake_upstream=fake_upstream
     )
-    assert json.loads(meta["value"]) == {**APPROVAL_QUESTION, "forecast": FORECAST}
-
-    # Paused: the run ended interrupted (the sequence answered it since); the state so far
-    # loaded back.
-    paused_run = Run.objects.filter(thread__thread_id=thread_id).order_by("created_at").first()
-    assert finished_run(paused_run.pk).status == RunStatus.INTERRUPTED
-    assert loaded_paused["errors"] == []
-    assert loaded_paused["state"] == {}  # the graph had not written its own keys yet
-    assert [m.get("content") for m in loaded_paused["messages"] if "content" in m] == [
-        "Weather in Paris?",
-        FORECAST,
-    ]
-
-    # The answer resumed the graph: its last node ran and the state holds the answer.
-    assert resumed["errors"] == []
-    assert resumed["final"]["status"]["code"] == "Success"
-    resumed_texts = [
-        joined_content(m) for m in _by_type(resumed["final"]["messages"], "TextMessageOutput")
-    ]
-    assert resumed_texts == ["Thanks, published."]
-    assert resumed["final"]["metaEvents"] == []
-    assert loaded_done["state"] == {"forecast": FORECAST, "approved": "yes"}
-    assert [m.get("content") for m in loaded_done["messages"] if "content" in m] == [
-        "Weather in Paris?",
-        FORECAST,
-        "Thanks, published.",
-    ]
-    runs = list(Run.objects.filter(thread__thread_id=thread_id).order_by("created_at"))
-    assert [finished_run(run.pk).status for run in runs] == [
-        RunStatus.INTERRUPTED,
-        RunStatus.SUCCEEDED,
-    ]
-    assert Thread.objects.get(thread_id=thread_id).status == ThreadStatus.IDLE
-    # The graph's three model calls went to the fake upstream; the runtime made none itself.
-    assert len(fake_upstream.requests()) == 3
     # The LangGraph thread is derived from ours and recorded on it: a reload, another process
     # or a worker continue the same LangGraph thread.
     recorded = Thread.objects.get(thread_id=thread_id).metadata["langgraph:forecaster"]
@@ -158,11 +70,7 @@ def test_a_langgraph_platform_agent_streams_persists_state_and_resumes_after_an_
 def test_the_v2_core_runs_answers_the_interrupt_and_reloads_the_conversation(
     live_server_factory: Any, fake_upstream: FakeUpstream, langgraph_server: LangGraphServer
 ) -> None:
-    fake_upstream.script(
-        {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]},
-        {"text": FORECAST},
-        {"text": "Thanks, published."},
-    )
+    script_forecast(fake_upstream)
     agents = {"forecaster": {"kind": "langgraph", "url": langgraph_server.url}}
     server = live_server_factory(
         env=server_env(fake_upstream.base_url, COPILOT_RUNTIME_AGENTS=json.dumps(agents))
