@@ -20,7 +20,7 @@ from benchmarks.fake_upstream.messages_api import (
 from benchmarks.fake_upstream.messages_api import error_body as messages_error_body
 from benchmarks.fake_upstream.messages_stop import apply_stops
 from benchmarks.fake_upstream.payloads import error_body
-from benchmarks.fake_upstream.plan import build_plan, chat_messages, find_directive
+from benchmarks.fake_upstream.plan import ReplyPlan, build_plan, chat_messages, find_directive
 from benchmarks.fake_upstream.responder import Outcome, ReplyIdentity, send_reply
 from benchmarks.fake_upstream.state import FakeState
 
@@ -128,38 +128,15 @@ class FakeUpstreamServer:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
     ) -> bool:
-        try:
-            body = orjson.loads(request.body)
-        except orjson.JSONDecodeError as error:
-            return await _respond_invalid(writer, request, f"Request body is not JSON: {error}")
-        if not isinstance(body, dict):
-            return await _respond_invalid(writer, request, "Request body must be a JSON object")
-
-        number = self.state.record_request(body)
-        try:
-            # A queued directive wins over one written in the conversation.
-            directive = self.state.next_directive() or find_directive(chat_messages(body))
-        except DirectiveError as error:
-            return await _respond_invalid(writer, request, f"Invalid FAKE directive: {error}")
-
-        plan = build_plan(
-            body=body,
-            directive=directive,
-            request_number=number,
-            default_token_delay_ms=self.token_delay_ms,
-        )
-        stream_options = body.get("stream_options")
-        include_usage = isinstance(stream_options, Mapping) and bool(
-            stream_options.get("include_usage")
-        )
-        model = body.get("model")
-        self.state.count("active")
-        try:
-            outcome = await send_reply(
+        async def send(plan: ReplyPlan, body: dict[str, Any], number: int) -> Outcome:
+            stream_options = body.get("stream_options")
+            include_usage = isinstance(stream_options, Mapping) and bool(
+                stream_options.get("include_usage")
+            )
+            return await send_reply(
                 plan=plan,
                 identity=ReplyIdentity.now(
-                    completion_id=f"chatcmpl-fake-{number}",
-                    model=model if isinstance(model, str) and model else "fake-model",
+                    completion_id=f"chatcmpl-fake-{number}", model=_model(body)
                 ),
                 stream=body.get("stream") is True,
                 include_usage=include_usage,
@@ -167,12 +144,13 @@ class FakeUpstreamServer:
                 writer=writer,
                 keep_alive=request.keep_alive,
             )
-        finally:
-            self.state.count("active", -1)
-        self.state.count(outcome.value)
-        if plan.error is not None and outcome is Outcome.COMPLETED:
-            self.state.count("errors")
-        return outcome is Outcome.COMPLETED and request.keep_alive
+
+        return await self._reply(
+            request,
+            invalid=lambda message: _respond_invalid(writer, request, message),
+            conversation=lambda body: body,
+            send=send,
+        )
 
     async def _messages(
         self,
@@ -181,38 +159,59 @@ class FakeUpstreamServer:
         writer: asyncio.StreamWriter,
     ) -> bool:
         """Anthropic's Messages API (messages_api.py), from the same directives."""
+
+        async def send(plan: ReplyPlan, body: dict[str, Any], number: int) -> Outcome:
+            plan, stop = apply_stops(plan, body)
+            return await send_messages_reply(
+                plan=plan,
+                stop=stop,
+                message_id=f"msg_fake_{number}",
+                model=_model(body),
+                stream=body.get("stream") is True,
+                reader=reader,
+                writer=writer,
+                keep_alive=request.keep_alive,
+            )
+
+        return await self._reply(
+            request,
+            invalid=lambda message: _messages_invalid(writer, request, message),
+            conversation=lambda body: {"messages": chat_shaped(body)},
+            send=send,
+        )
+
+    async def _reply(
+        self,
+        request: http1.HttpRequest,
+        *,
+        invalid: Callable[[str], Awaitable[bool]],
+        conversation: Callable[[dict[str, Any]], Mapping[str, Any]],
+        send: Callable[[ReplyPlan, dict[str, Any], int], Awaitable[Outcome]],
+    ) -> bool:
+        """One model call of either API: the body read, the directive found (queued, else in
+        ``conversation``, the body in chat-completions shape), the reply sent and counted."""
         try:
             body = orjson.loads(request.body)
         except orjson.JSONDecodeError as error:
-            return await _messages_invalid(writer, request, f"Request body is not JSON: {error}")
+            return await invalid(f"Request body is not JSON: {error}")
         if not isinstance(body, dict):
-            return await _messages_invalid(writer, request, "Request body must be a JSON object")
+            return await invalid("Request body must be a JSON object")
         number = self.state.record_request(body)
-        shaped = {"messages": chat_shaped(body)}
+        shaped = conversation(body)
         try:
-            directive = self.state.next_directive() or find_directive(shaped["messages"])
+            # A queued directive wins over one written in the conversation.
+            directive = self.state.next_directive() or find_directive(chat_messages(shaped))
         except DirectiveError as error:
-            return await _messages_invalid(writer, request, f"Invalid FAKE directive: {error}")
+            return await invalid(f"Invalid FAKE directive: {error}")
         plan = build_plan(
             body=shaped,
             directive=directive,
             request_number=number,
             default_token_delay_ms=self.token_delay_ms,
         )
-        plan, stop = apply_stops(plan, body)
-        model = body.get("model")
         self.state.count("active")
         try:
-            outcome = await send_messages_reply(
-                plan=plan,
-                stop=stop,
-                message_id=f"msg_fake_{number}",
-                model=model if isinstance(model, str) and model else "fake-model",
-                stream=body.get("stream") is True,
-                reader=reader,
-                writer=writer,
-                keep_alive=request.keep_alive,
-            )
+            outcome = await send(plan, body, number)
         finally:
             self.state.count("active", -1)
         self.state.count(outcome.value)
@@ -243,6 +242,11 @@ class FakeUpstreamServer:
 
     async def _control_health(self, _raw: bytes) -> tuple[int, object]:
         return 200, {"ok": True}
+
+
+def _model(body: dict[str, Any]) -> str:
+    model = body.get("model")
+    return model if isinstance(model, str) and model else "fake-model"
 
 
 async def _respond_invalid(
