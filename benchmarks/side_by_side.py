@@ -11,7 +11,9 @@ Rows (``--rows``, all by default):
 
 - ``conv``: C users (``--users`` 50) each continuing its own thread (whole history re-sent),
   50-token replies, 40 turns per thread; v1 and v2: req/s, TTFT p50/p95, server CPU ms/req,
-  peak RSS.
+  peak RSS; beside them, not compared, what the rest of the machine spent per request (the
+  load generator, the fake upstream, PostgreSQL: the project's storage cost, as TS stores
+  nothing) and how busy both cores were, to tell the server's limit from the machine's.
 - ``single``: one user, 200-token replies: req/s, TTFT p50.
 - ``flat``: one user, one thread, ``--flat-turns`` (120) turns: server CPU and TTFT over turns
   2-11 and the last ten.
@@ -21,8 +23,10 @@ Rows (``--rows``, all by default):
   at C=users (v1) against TS v1, web + worker CPU ms/req.
 
 Server CPU is ``/proc/<pid>/stat`` utime+stime over the measured window (the worker's whole
-process tree for the celery row); RSS is ``VmHWM``. Absolute numbers move 20 % and more from
-run to run on a shared 2-core machine: read the ratios, measured in the same run.
+process tree for the celery row), and for the one-thread row, where a turn costs a few
+milliseconds, the threads' ``schedstat`` nanoseconds; RSS is ``VmHWM``. Absolute numbers
+move 20 % and more from run to run on a shared 2-core machine: read the ratios, measured in
+the same run.
 """
 
 from __future__ import annotations
@@ -68,7 +72,14 @@ from benchmarks.processes import (
     start_server,
     wait_healthy,
 )
-from benchmarks.procstat import cpu_times, memory_kib, tree_cpu_seconds
+from benchmarks.procstat import (
+    cpu_times,
+    machine_busy_seconds,
+    memory_kib,
+    own_cpu_seconds,
+    threads_cpu_seconds,
+    tree_cpu_seconds,
+)
 from benchmarks.table import Row, format_table
 
 DEFAULT_OUTPUT = REPO_ROOT / "benchmarks" / "results" / "side_by_side.json"
@@ -91,10 +102,36 @@ class Server:
             total += tree_cpu_seconds(managed.pid) if self.tree else cpu_times(managed.pid).total
         return total
 
+    def precise_cpu_seconds(self) -> float:
+        """The measured process's CPU to the nanosecond (one turn's cost; see procstat)."""
+        return threads_cpu_seconds(self.managed.pid)
+
     def peak_rss_mib(self) -> float:
         peaks = [memory_kib(self.managed.pid).get("VmHWM", 0)]
         peaks += [tree_memory(m.pid).peak_rss_kib_sum for m in self.extra]
         return sum(peaks) / 1024
+
+
+@dataclass
+class Bystanders:
+    """What shares the two cores with the measured server: this process (the load generator),
+    the fake upstream and PostgreSQL. Their CPU per request and how busy the whole machine was
+    say whether a req/s figure is the server's limit or the machine's; PostgreSQL's share is
+    the project's own cost (the TypeScript runtimes store nothing)."""
+
+    fake_pid: int | None = None
+    postgres_pid: int | None = None  # None when DATABASE_URL names an outside server
+
+    def cpu_seconds(self) -> dict[str, float]:
+        found = {"loadgen": own_cpu_seconds(), "fake": 0.0, "postgres": 0.0}
+        for name, pid in (("fake", self.fake_pid), ("postgres", self.postgres_pid)):
+            if pid is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    found[name] = tree_cpu_seconds(pid)
+        return found
+
+
+BYSTANDERS = Bystanders()
 
 
 def _percentile(values: list[float], fraction: float) -> float | None:
@@ -120,14 +157,24 @@ def _summary(result: LoadResult, cpu_seconds: float) -> dict[str, Any]:
 
 def measure_load(server: Server, **load: Any) -> dict[str, Any]:
     """One load against ``server``; its CPU sampled over the measured window."""
-    marks: dict[bool, float] = {}
+    marks: dict[bool, dict[str, float]] = {}
 
     def on_window(opening: bool) -> None:
-        marks[opening] = server.cpu_seconds()
+        marks[opening] = {
+            "server": server.cpu_seconds(),
+            **BYSTANDERS.cpu_seconds(),
+            "busy": machine_busy_seconds(),
+            "clock": time.monotonic(),
+        }
 
     result = asyncio.run(conversation_load(base_url=server.url, on_window=on_window, **load))
-    figures = _summary(result, marks[False] - marks[True])
+    spent = {name: marks[False][name] - marks[True][name] for name in marks[True]}
+    figures = _summary(result, spent["server"])
     figures["peak_rss_mib"] = server.peak_rss_mib()
+    ok = len(result.ok)
+    for name in ("loadgen", "fake", "postgres"):
+        figures[f"{name}_cpu_ms_per_req"] = (spent[name] * 1000 / ok) if ok else None
+    figures["machine_busy_pct"] = 100 * spent["busy"] / (spent["clock"] * (os.cpu_count() or 1))
     return figures
 
 
@@ -139,12 +186,13 @@ def measure_flatness(server: Server, *, protocol: str, turns: int) -> dict[str, 
         async with new_session(1) as session:
             conversation = Conversation(protocol, tokens=50)
             for _ in range(turns):
-                before = server.cpu_seconds()
+                before = server.precise_cpu_seconds()
                 turn = await send_turn(session, server.url, conversation)
                 await asyncio.sleep(0.01)  # the run's last write lands before the sample
                 if not turn.succeeded:
                     raise RuntimeError(f"flatness turn failed on {server.name}: {turn.failure}")
-                rows.append(((server.cpu_seconds() - before) * 1000, (turn.ttft or 0) * 1000))
+                cpu_ms = (server.precise_cpu_seconds() - before) * 1000
+                rows.append((cpu_ms, (turn.ttft or 0) * 1000))
         return rows
 
     rows = asyncio.run(run())
@@ -245,14 +293,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     log_dir = new_log_dir()
     with contextlib.ExitStack() as stack:
         database_url = os.environ.get("DATABASE_URL")
+        postgres_pid: int | None = None  # an outside DATABASE_URL's server is not counted
         if not database_url:
             pg_bin = find_pg_bin()
             if pg_bin is None:
                 raise SystemExit("PostgreSQL binaries not found (set DATABASE_URL)")
             postgres = stack.enter_context(ThrowawayPostgres(pg_bin))
             database_url = postgres.start()
+            postgres_pid = postgres.postmaster_pid()
         fake, fake_port = start_fake_upstream(env=dict(os.environ), log_dir=log_dir)
         stack.callback(fake.stop)
+        BYSTANDERS.fake_pid, BYSTANDERS.postgres_pid = fake.pid, postgres_pid
         fake_url = f"http://127.0.0.1:{fake_port}/v1"
         env = _environment(database_url, fake_port)
         run_migrate(env=env, log_dir=log_dir)
@@ -467,6 +518,22 @@ def table_rows(results: dict[str, Any]) -> list[Row]:
             add(label, "server CPU ms/req", ts, ours, "cpu_ms_per_req", "lower")
             add(label, "peak RSS MiB", ts, ours, "peak_rss_mib", "lower")
             add(label, "failed requests", ts, ours, "failures", "lower")
+            for metric, key in (
+                ("load generator CPU ms/req", "loadgen_cpu_ms_per_req"),
+                ("fake upstream CPU ms/req", "fake_cpu_ms_per_req"),
+                ("PostgreSQL CPU ms/req", "postgres_cpu_ms_per_req"),
+                ("machine busy %", "machine_busy_pct"),
+            ):
+                rows.append(
+                    Row(
+                        label=label,
+                        metric=metric,
+                        ts=None if ts is None else ts.get(key),
+                        ours=ours.get(key),
+                        higher_is_better=False,
+                        compared=False,
+                    )
+                )
     for protocol, name in ((V1, "v1"), (V2, "v2")):
         ts, ours = pair(f"single_{protocol}")
         if ours is not None:

@@ -18,11 +18,12 @@ class Row:
     ours: float | None
     higher_is_better: bool
     columns: tuple[str, str] = ("TS", "project")
+    compared: bool = True  # False for context figures (the machine's load), shown without ratio
 
 
 def ratio(row: Row) -> float | None:
     """How many times better the project is (None when a side is missing or zero)."""
-    if row.ts is None or row.ours is None:
+    if not row.compared or row.ts is None or row.ours is None:
         return None
     if row.higher_is_better:
         return row.ours / row.ts if row.ts else None

@@ -25,6 +25,7 @@ from benchmarks.conversation import (
 )
 from benchmarks.postgres import free_port
 from benchmarks.processes import new_log_dir, start_process, wait_healthy
+from benchmarks.side_by_side import table_rows
 from benchmarks.table import Row, format_table, ratio
 
 # --- the history a user keeps -------------------------------------------------------------------
@@ -124,6 +125,30 @@ def test_the_ratio_says_how_many_times_better_the_project_is() -> None:
     assert ratio(faster) == 3.0 and ratio(leaner) == 3.0 and ratio(missing) is None
     table = format_table([faster, leaner, missing])
     assert "3.00x" in table and table.splitlines()[-1].rstrip().endswith("-")
+
+
+def test_the_machine_figures_beside_a_load_are_shown_without_a_ratio() -> None:
+    figures = {
+        "req_s": 100.0,
+        "ttft_p50_ms": 5.0,
+        "ttft_p95_ms": 9.0,
+        "cpu_ms_per_req": 6.0,
+        "peak_rss_mib": 110.0,
+        "failures": 0,
+        "loadgen_cpu_ms_per_req": 1.0,
+        "fake_cpu_ms_per_req": 0.5,
+        "postgres_cpu_ms_per_req": 11.0,
+        "machine_busy_pct": 97.0,
+    }
+    results = {"args": {"users": 50}, "rows": {f"conv_{V1}": {"ts": figures, "ours": figures}}}
+
+    rows = {row.metric: row for row in table_rows(results)}
+
+    assert rows["PostgreSQL CPU ms/req"].ours == 11.0
+    assert rows["machine busy %"].ts == 97.0
+    assert ratio(rows["machine busy %"]) is None and ratio(rows["req/s"]) == 1.0
+    line = next(ln for ln in format_table(list(rows.values())).splitlines() if "busy" in ln)
+    assert line.split()[-1] == "-"
 
 
 # --- installing the peers ------------------------------------------------------------------------
