@@ -25,7 +25,7 @@ from benchmarks.conversation import (
 )
 from benchmarks.postgres import free_port
 from benchmarks.processes import new_log_dir, start_process, wait_healthy
-from benchmarks.side_by_side import table_rows
+from benchmarks.side_by_side import project_failures, table_rows
 from benchmarks.table import Row, format_table, ratio
 
 # --- the history a user keeps -------------------------------------------------------------------
@@ -149,6 +149,23 @@ def test_the_machine_figures_beside_a_load_are_shown_without_a_ratio() -> None:
     assert ratio(rows["machine busy %"]) is None and ratio(rows["req/s"]) == 1.0
     line = next(ln for ln in format_table(list(rows.values())).splitlines() if "busy" in ln)
     assert line.split()[-1] == "-"
+
+
+def test_the_exit_status_counts_the_projects_failures_not_the_typescript_runtimes() -> None:
+    results = {
+        "rows": {
+            "paced_1000": {"ts": {"failures": 40}, "ours": {"failures": 0}},
+            "celery": {
+                "hop": {"inline": {"failures": 0}, "celery": {"failures": 0}},
+                "loaded": {"ts": {"failures": 3}, "celery": {"failures": 0}},
+            },
+        }
+    }
+    assert project_failures(results) == 0
+
+    results["rows"]["celery"]["loaded"]["celery"]["failures"] = 2
+    results["rows"]["paced_1000"]["ours"]["failures"] = 1
+    assert project_failures(results) == 3
 
 
 # --- installing the peers ------------------------------------------------------------------------
