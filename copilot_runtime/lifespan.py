@@ -1,14 +1,19 @@
-"""The ASGI lifespan of the runtime: on shutdown, close what this process opened for its turns
-(the PostgreSQL turn store's connection pools), so a restart leaves no half-closed sessions
-on the database. Route ``"lifespan"`` to it in the ASGI application (the standalone site
-does; a host project may add it beside its own)."""
+"""The ASGI lifespan of the runtime. On startup, load the URLconf and settle the garbage
+collector for a long-lived process (``collector.py``: the loaded application frozen out of
+its sight). On shutdown, close what this process opened for its turns (the PostgreSQL turn
+store's connection pools), so a restart leaves no half-closed sessions on the database. Route
+``"lifespan"`` to it in the ASGI application (the standalone site does; a host project may
+add it beside its own)."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
+from django.urls import get_resolver
+
 from conversations.store import turn_store_close
+from copilot_runtime.collector import settle_collector
 
 logger = logging.getLogger(__name__)
 
@@ -17,6 +22,8 @@ async def lifespan(scope: dict[str, Any], receive: Any, send: Any) -> None:
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
+            get_resolver().url_patterns  # noqa: B018 (imports the views before the freeze)
+            settle_collector()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             try:

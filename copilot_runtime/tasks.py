@@ -8,7 +8,9 @@ from collections.abc import Coroutine
 from typing import Any
 
 from celery import shared_task
+from celery.signals import worker_process_init
 
+from copilot_runtime.collector import settle_collector
 from copilot_runtime.engine.executor import EXECUTE_RUN_TASK, run_execute_stored
 from copilot_runtime.engine.reaper import runs_reap_stale
 
@@ -16,6 +18,11 @@ from copilot_runtime.engine.reaper import runs_reap_stale
 # TLS context, the channel layer's connections and the run thread live on it, and building
 # them anew for every run (asyncio.run) cost tens of milliseconds per run.
 _LOOP: asyncio.AbstractEventLoop | None = None
+
+
+# A pool process is long-lived too: the same collector settings as a web process
+# (collector.py), once the worker has loaded the apps and the tasks.
+worker_process_init.connect(lambda **_: settle_collector(), weak=False)
 
 
 def _run_on_process_loop(coroutine: Coroutine[Any, Any, str]) -> str:

@@ -335,3 +335,15 @@ def _fresh_runtime_caches() -> Iterator[None]:
     ):
         clear()
     yield
+
+
+@pytest.fixture
+def collector_restored() -> Iterator[None]:
+    """A test that settles the garbage collector (as a server process does at startup) gives
+    the test process its own settings back afterwards."""
+    import gc
+
+    thresholds = gc.get_threshold()
+    yield
+    gc.unfreeze()
+    gc.set_threshold(*thresholds)

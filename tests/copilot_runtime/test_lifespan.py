@@ -1,17 +1,23 @@
-"""The ASGI lifespan: startup completes, and shutdown closes the turn store's pools."""
+"""The ASGI lifespan: startup settles the garbage collector and completes, and shutdown closes
+the turn store's pools."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
 from typing import Any
 
 import pytest
 
 from conversations.store.pg import POOLS, PgTurnStore
 from copilot_runtime.asgi import application
+from copilot_runtime.collector import SERVER_THRESHOLDS
 from copilot_runtime.lifespan import lifespan
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("collector_restored"),
+]
 
 
 async def run_lifespan(app: Any) -> list[str]:
@@ -40,6 +46,15 @@ async def test_shutdown_closes_the_pools_this_loop_opened() -> None:
     ]
     assert connection.closed
     assert await POOLS.get() is not pool  # a later turn opens a new one
+
+
+async def test_startup_settles_the_garbage_collector() -> None:
+    gc.set_threshold(700, 10, 10)
+
+    await run_lifespan(lifespan)
+
+    assert gc.get_threshold() == SERVER_THRESHOLDS and gc.get_freeze_count() > 0
+    await POOLS.close_all()
 
 
 async def test_the_standalone_application_routes_the_lifespan() -> None:
