@@ -25,6 +25,7 @@ class Thread(models.Model):
         blank=True,
         on_delete=models.CASCADE,
         related_name="copilot_threads",
+        db_index=False,  # thread_owner_recent leads with the owner
     )
     agent_name = models.CharField(max_length=255, default="default")
     title = models.CharField(max_length=255, blank=True, default="")
@@ -71,7 +72,10 @@ class Message(models.Model):
     client's history are marked ``superseded``, never deleted.
     """
 
-    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="messages")
+    # No index of its own: message_unique_id and message_unique_position lead with the thread.
+    thread = models.ForeignKey(
+        Thread, on_delete=models.CASCADE, related_name="messages", db_index=False
+    )
     position = models.PositiveIntegerField()
     message_id = models.CharField(max_length=255)
     kind = models.CharField(max_length=24, choices=MessageKind)
@@ -106,7 +110,9 @@ class Message(models.Model):
 class AgentState(models.Model):
     """One snapshot of an agent's state on a thread; the newest row is the current state."""
 
-    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="agent_states")
+    thread = models.ForeignKey(  # agentstate_latest leads with the thread
+        Thread, on_delete=models.CASCADE, related_name="agent_states", db_index=False
+    )
     agent_name = models.CharField(max_length=255)
     state = models.JSONField(default=dict, blank=True)
     config = models.JSONField(default=dict, blank=True)
@@ -146,7 +152,9 @@ class Run(models.Model):
     )
 
     id = models.CharField(primary_key=True, max_length=64)
-    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="runs")
+    thread = models.ForeignKey(  # run_thread_recent leads with the thread
+        Thread, on_delete=models.CASCADE, related_name="runs", db_index=False
+    )
     agent_name = models.CharField(max_length=255, default="default")
     protocol = models.CharField(max_length=16, default="graphql")
     request_type = models.CharField(max_length=32, default="Chat")
@@ -207,7 +215,9 @@ class Run(models.Model):
 class RunEvent(models.Model):
     """The durable, ordered log of a run's canonical events (consecutive ``seq`` from 1)."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    run = models.ForeignKey(  # runevent_unique_seq leads with the run
+        Run, on_delete=models.CASCADE, related_name="events", db_index=False
+    )
     seq = models.PositiveIntegerField()
     type = models.CharField(max_length=48)
     payload = models.JSONField(default=dict)
@@ -236,7 +246,9 @@ class Span(models.Model):
     trace_id = models.CharField(max_length=32)
     span_id = models.CharField(max_length=16)
     parent_span_id = models.CharField(max_length=16, blank=True, default="")
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="spans")
+    run = models.ForeignKey(  # span_run_time leads with the run
+        Run, on_delete=models.CASCADE, related_name="spans", db_index=False
+    )
     kind = models.CharField(max_length=16, choices=SpanKind)
     name = models.CharField(max_length=255)
     input = models.JSONField(null=True, blank=True)
