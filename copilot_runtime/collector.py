@@ -2,14 +2,13 @@
 
 Measured on the conversation load (v1, 50 users, one web process): with the default
 thresholds the collector ran about 50 young collections a second and a full collection every
-2-3 s that took 86-97 ms, because it walked every object the process had made since it
-started (Django, the apps, the schema, the remembered history messages). That was 0.34 ms of
-the 2.96 ms each request cost, and a 90 ms stall for the requests in flight. Freezing what
-exists once the application is loaded moves it out of the collector's sight for good (a full
-collection then took 11 ms), and a larger first threshold lets most of a request's short-lived
-containers die by reference count before a young collection looks at them: 0.01 ms per request
-in all, 2.55 ms per request, 14 % more requests a second and a TTFT p95 of 115 ms instead of
-147 (benchmarks/README.md, "The garbage collector").
+2-3 s that took about 90 ms, because it walked every object the process had made since it
+started (Django, the apps, the schema, the remembered history messages): a stall for every
+stream in flight and about a tenth of each request's CPU. Freezing what exists once the
+application is loaded moves it out of the collector's sight for good, and a larger first
+threshold lets most of a request's short-lived containers die by reference count before a
+young collection looks at them. The figures, before and after, are in benchmarks/README.md
+("The garbage collector").
 """
 
 from __future__ import annotations

@@ -8,9 +8,10 @@ add it beside its own)."""
 from __future__ import annotations
 
 import logging
+from importlib import import_module
 from typing import Any
 
-from django.urls import get_resolver
+from django.conf import settings
 
 from conversations.store import turn_store_close
 from copilot_runtime.collector import settle_collector
@@ -22,7 +23,9 @@ async def lifespan(scope: dict[str, Any], receive: Any, send: Any) -> None:
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
-            get_resolver().url_patterns  # noqa: B018 (imports the views before the freeze)
+            # The URLconf (and the views it includes) is otherwise imported by the first request:
+            # loaded now, it is frozen with the rest of the application.
+            import_module(settings.ROOT_URLCONF)
             settle_collector()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":

@@ -22,6 +22,7 @@ Fixtures:
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import signal
 import subprocess
@@ -341,8 +342,6 @@ def _fresh_runtime_caches() -> Iterator[None]:
 def collector_restored() -> Iterator[None]:
     """A test that settles the garbage collector (as a server process does at startup) gives
     the test process its own settings back afterwards."""
-    import gc
-
     thresholds = gc.get_threshold()
     yield
     gc.unfreeze()

@@ -36,9 +36,23 @@ def test_no_index_is_a_leading_part_of_another(model: type) -> None:
     assert covered == []
 
 
-def test_a_threads_messages_are_still_found_by_an_index() -> None:
+@pytest.mark.parametrize(
+    ("model", "column"),
+    [
+        (Thread, "owner_id"),
+        (Message, "thread_id"),
+        (Message, "run_id"),
+        (AgentState, "thread_id"),
+        (Run, "thread_id"),
+        (RunEvent, "run_id"),
+        (Span, "run_id"),
+    ],
+)
+def test_every_foreign_key_still_leads_an_index(model: type, column: str) -> None:
+    """Cascading deletes and the selectors look rows up by their parent: each foreign key is
+    the first column of some index, its own or a composite one."""
     with connection.cursor() as cursor:
-        constraints = connection.introspection.get_constraints(cursor, Message._meta.db_table)
-    leading = {tuple(found["columns"])[:1] for found in constraints.values() if found["columns"]}
+        constraints = connection.introspection.get_constraints(cursor, model._meta.db_table)
+    leading = {found["columns"][0] for found in constraints.values() if found["columns"]}
 
-    assert ("thread_id",) in leading
+    assert column in leading
