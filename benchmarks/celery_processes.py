@@ -126,7 +126,8 @@ def start_celery_worker(
     managed = start_process(
         "celery-worker",
         worker_command(concurrency=concurrency, pool=pool, hostname=hostname),
-        env=env,
+        # The setting too: celery reads an explicit "-P prefork" as "the configured pool".
+        env={**env, "CELERY_WORKER_POOL": pool},
         log_dir=log_dir,
     )
     broker_url = env.get("CELERY_BROKER_URL") or env["REDIS_URL"]

@@ -151,9 +151,14 @@ REDIS_URL = os.environ.get("REDIS_URL", "")
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
 
 if REDIS_URL:
+    # Pub/sub, not the list-based layer: a message is pushed to the subscribed process as it
+    # is published, where the list-based one pops each of a process's messages with a round
+    # trip of its own (one reader per process), which queued the worker's announcements under
+    # load. The relay tolerates a lost announcement (it reads the event log), so pub/sub's
+    # at-most-once delivery costs nothing (benchmarks/README.md, "The worker's run slots").
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
             "CONFIG": {"hosts": [REDIS_URL]},
         }
     }
@@ -211,6 +216,10 @@ COPILOT_RUNTIME = {
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# A run mostly waits on the model: one worker process interleaves many on its event loop
+# (copilot_runtime/tasks.py). The prefork pool (``-P prefork``) runs one per child process.
+CELERY_WORKER_POOL = os.environ.get("CELERY_WORKER_POOL", "threads")
+CELERY_WORKER_CONCURRENCY = int(os.environ.get("CELERY_WORKER_CONCURRENCY", "50"))
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     # How long an unacknowledged run stays reserved before Redis redelivers it.
     "visibility_timeout": int(os.environ.get("CELERY_VISIBILITY_TIMEOUT", "3600")),

@@ -1,35 +1,75 @@
 """Celery tasks: thin wrappers around the engine's services (found by the site's Celery app,
-the standalone one or a host project's, with ``autodiscover_tasks()``)."""
+the standalone one or a host project's, with ``autodiscover_tasks()``).
+
+A worker process keeps one event loop, on a thread of its own, and every run task hands its
+run to it and waits. With the threads pool (``-P threads -c N``, the standalone site's
+default) one process therefore executes up to N runs at once, interleaved on that loop while
+each waits on the model; with the prefork pool each child process executes one run at a time.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Coroutine
 from typing import Any
 
 from celery import shared_task
-from celery.signals import worker_process_init
+from celery.concurrency.thread import TaskPool as ThreadTaskPool
+from celery.signals import worker_process_init, worker_ready
 
 from copilot_runtime.collector import settle_collector
 from copilot_runtime.engine.executor import EXECUTE_RUN_TASK, run_execute_stored
 from copilot_runtime.engine.reaper import runs_reap_stale
 
-# One event loop per worker process, kept across tasks: the model client's connection pool and
-# TLS context, the channel layer's connections and the run thread live on it, and building
-# them anew for every run (asyncio.run) cost tens of milliseconds per run.
+# Kept across tasks: the model client's connection pool and TLS context, the channel layer's
+# connections and the turn store's pools live on the loop, and building them anew for every
+# run (asyncio.run) cost tens of milliseconds per run.
 _LOOP: asyncio.AbstractEventLoop | None = None
+_LOOP_LOCK = threading.Lock()
+
+# With the threads pool a run is acknowledged from its task's thread, which Celery's consumer
+# loop does not notice until its poll times out (a second): with every slot taken, a finished
+# run's slot stayed unused that long, and 50 conversations on an 8-slot worker got 4 runs a
+# second instead of 94 (celery/celery#6941). A short repeating timer bounds that poll.
+CONSUMER_TICK_SECONDS = 0.01
 
 
-# A pool process is long-lived too: the same collector settings as a web process
-# (collector.py), once the worker has loaded the apps and the tasks.
-worker_process_init.connect(lambda **_: settle_collector(), weak=False)
+def _process_loop() -> asyncio.AbstractEventLoop:
+    global _LOOP
+    with _LOOP_LOCK:
+        if _LOOP is None or _LOOP.is_closed():
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="copilot-runs", daemon=True).start()
+            _LOOP = loop
+        return _LOOP
 
 
 def _run_on_process_loop(coroutine: Coroutine[Any, Any, str]) -> str:
-    global _LOOP
-    if _LOOP is None or _LOOP.is_closed():
-        _LOOP = asyncio.new_event_loop()
-    return _LOOP.run_until_complete(coroutine)
+    """Run ``coroutine`` on the process's loop; the calling (task) thread waits for it."""
+    return asyncio.run_coroutine_threadsafe(coroutine, _process_loop()).result()
+
+
+def _settle_pool_process(**_: Any) -> None:
+    # A pool process is long-lived too: the same collector settings as a web process
+    # (collector.py), once the worker has loaded the apps and the tasks.
+    settle_collector()
+
+
+def _on_worker_ready(sender: Any, **_: Any) -> None:
+    """The consumer is running. A threads-pool worker executes runs in this very process,
+    which no ``worker_process_init`` announces: settle it here, and keep its consumer awake."""
+    if isinstance(getattr(sender, "pool", None), ThreadTaskPool):
+        settle_collector()
+        sender.timer.call_repeatedly(CONSUMER_TICK_SECONDS, _wake_consumer)
+
+
+def _wake_consumer() -> None:
+    """Nothing: the timer firing is what ends the consumer loop's poll."""
+
+
+worker_process_init.connect(_settle_pool_process, weak=False)
+worker_ready.connect(_on_worker_ready, weak=False)
 
 
 @shared_task(name=EXECUTE_RUN_TASK, acks_late=True, reject_on_worker_lost=True)

@@ -30,13 +30,17 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 IN_MEMORY = "channels.layers.InMemoryChannelLayer"
 REDIS = "channels_redis.core.RedisChannelLayer"
+# The standalone site's layer with Redis (settings.py): pushed, and never holding a message.
+REDIS_PUBSUB = "channels_redis.pubsub.RedisPubSubChannelLayer"
 REDIS_TEST_DATABASE = 14  # apart from the e2e modules' databases (1, 2, ...)
 FOLLOW_TIMEOUT = 20.0
 
 
 def layer_settings(backend: str, *, capacity: int = 100) -> dict[str, Any]:
     config: dict[str, Any] = {"capacity": capacity}
-    if backend == REDIS:
+    if backend == REDIS_PUBSUB:
+        config.pop("capacity")  # it keeps no queue to bound
+    if backend in (REDIS, REDIS_PUBSUB):
         base = os.environ.get("TEST_REDIS_URL")
         if not base:
             pytest.fail("TEST_REDIS_URL is not set: run the suite with scripts/test.sh")
@@ -239,6 +243,29 @@ def assert_layer_dropped_and_delivered(log_reads: list[int], followed: list[Logg
     # Gaps were read back from the log (the layer dropped), and the layer still delivered some.
     assert log_reads, "no gap was ever read from the log: the layer dropped nothing"
     assert len(set(log_reads)) < len(followed)
+
+
+@pytest.mark.parametrize("backend", [REDIS, REDIS_PUBSUB], ids=["redis-lists", "redis-pubsub"])
+async def test_a_long_live_reply_arrives_through_a_redis_layer_whole_and_in_order(
+    backend: str, run_id: str, log_reads: list[int]
+) -> None:
+    events = reply_events(1000)
+    with override_settings(CHANNEL_LAYERS=layer_settings(backend, capacity=len(events))):
+        follower = Follower(run_id)
+        await asyncio.sleep(0.05)  # joined before the first batch
+        for start in range(0, len(events), 20):
+            batch = events[start : start + 20]
+            await write_log(run_id, batch)
+            await announce_batch(run_id, batch)
+        followed = await follower.finished()
+        layer = get_channel_layer()
+        # Its connections closed: the lists layer's pools; the pub/sub layer's flush (it
+        # holds no messages to lose).
+        await (layer.close_pools() if backend == REDIS else layer.flush())
+
+    assert as_tuples(followed) == as_tuples(events)
+    # What the follower did not read back from the log came through the layer.
+    assert len(log_reads) < len(events) / 2
 
 
 @pytest.mark.parametrize("backend", [IN_MEMORY, REDIS], ids=["in-memory", "redis"])

@@ -279,7 +279,13 @@ def celery_worker_factory(
         *, env: Mapping[str, str], name: str = "w1", concurrency: int = 2, pool: str = "prefork"
     ) -> CeleryWorker:
         log_path = tmp_path / f"worker-{name}.log"
-        full_env = {**base_subprocess_env, "DATABASE_URL": current_database_url(), **env}
+        # The setting too: celery reads an explicit "-P prefork" as "the configured pool".
+        full_env = {
+            **base_subprocess_env,
+            "DATABASE_URL": current_database_url(),
+            "CELERY_WORKER_POOL": pool,
+            **env,
+        }
         command = [
             str(CELERY),
             "-A",
@@ -310,6 +316,9 @@ def celery_worker_factory(
         worker = CeleryWorker(name=name, process=process, log_path=log_path)
         started.append(worker)
         _wait_until_ready(worker)
+        # The banner names the pool module: the one asked for, not the configured default.
+        banner_pool = {"threads": "thread"}.get(pool, pool)
+        assert f"concurrency: {concurrency} ({banner_pool})" in worker.log_text()
         return worker
 
     yield start

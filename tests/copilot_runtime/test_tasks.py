@@ -1,0 +1,84 @@
+"""The worker side of the Celery executor: one event loop per process, shared by its tasks."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import threading
+from typing import Any
+
+import pytest
+from celery.concurrency.prefork import TaskPool as PreforkTaskPool
+from celery.concurrency.thread import TaskPool as ThreadTaskPool
+from celery.signals import worker_ready
+from kombu.asynchronous.timer import Timer
+
+from copilot_runtime import tasks
+from copilot_runtime.collector import SERVER_THRESHOLDS
+
+HANDOVER_TIMEOUT = 10.0
+
+
+class Consumer:
+    """What the worker_ready signal's sender (Celery's consumer) offers: its pool and timer."""
+
+    def __init__(self, pool: Any) -> None:
+        self.pool = pool
+        self.timer = Timer()
+
+
+def test_runs_handed_over_by_several_task_threads_interleave_on_one_loop() -> None:
+    # Each run waits for the other's signal: they finish only if both are in progress at once.
+    signals: dict[str, asyncio.Event] = {}
+    ran_on: dict[str, str] = {}
+
+    async def run(name: str, other: str) -> str:
+        ran_on[name] = threading.current_thread().name
+        signals.setdefault(name, asyncio.Event()).set()
+        await signals.setdefault(other, asyncio.Event()).wait()
+        return name
+
+    results: dict[str, str] = {}
+
+    def task(name: str, other: str) -> None:
+        results[name] = tasks._run_on_process_loop(run(name, other))
+
+    threads = [
+        threading.Thread(target=task, args=("a", "b")),
+        threading.Thread(target=task, args=("b", "a")),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(HANDOVER_TIMEOUT)
+
+    assert results == {"a": "a", "b": "b"}
+    assert ran_on == {"a": "copilot-runs", "b": "copilot-runs"}
+
+
+@pytest.mark.usefixtures("collector_restored")
+def test_a_threads_pool_worker_keeps_its_consumer_polling_and_settles_its_collector() -> None:
+    consumer = Consumer(ThreadTaskPool(limit=1))
+    gc.set_threshold(700, 10, 10)
+    try:
+        worker_ready.send(sender=consumer)
+
+        [entry] = consumer.timer.queue
+        assert entry.entry.fun.__wrapped__ is tasks._wake_consumer  # wrapped to repeat
+        assert gc.get_threshold() == SERVER_THRESHOLDS
+    finally:
+        consumer.timer.stop()
+        consumer.pool.executor.shutdown()
+
+
+@pytest.mark.usefixtures("collector_restored")
+def test_a_prefork_worker_leaves_both_to_its_pool_processes() -> None:
+    consumer = Consumer(PreforkTaskPool(limit=1))
+    gc.set_threshold(700, 10, 10)
+    try:
+        worker_ready.send(sender=consumer)
+
+        assert consumer.timer.queue == []
+        assert gc.get_threshold() == (700, 10, 10)
+    finally:
+        consumer.timer.stop()

@@ -1,0 +1,84 @@
+"""One worker process with the threads pool (the standalone site's default) executes several
+runs at once on its event loop, each while the others wait on their model."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pytest
+
+from conversations.models import RunStatus
+from tests.e2e.celery.support import fake
+from tests.e2e.celery.test_celery_scale_out import streamed_reply
+from tests.e2e.js_client import JS_CLIENT_VERSIONS
+from tests.support.client_capture import captured_generate_request
+from tests.support.generate_e2e import (
+    GRAPHQL_PATH,
+    finished_run,
+    generate_data,
+    text_input,
+    wait_for,
+)
+
+if TYPE_CHECKING:
+    from benchmarks.fake_upstream import FakeUpstream
+
+pytestmark = pytest.mark.e2e
+
+CONVERSATIONS = 4
+WORDS = 12
+TOKEN_DELAY_MS = 60  # ~0.7 s per reply
+
+
+def worker_children(pid: int) -> list[str]:
+    """The pids of ``pid``'s child processes (a prefork worker's pool)."""
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return path.read_text().split()
+
+
+def answer(index: int) -> str:
+    return " ".join([f"threads-{index}"] + [f"w{index}.{word}" for word in range(WORDS)])
+
+
+def test_one_threads_pool_process_streams_several_runs_at_once(
+    live_server_factory: Any,
+    celery_worker_factory: Any,
+    celery_env: Any,
+    redis_url: str,
+    fake_upstream: FakeUpstream,
+) -> None:
+    env = celery_env(redis_url)
+    worker = celery_worker_factory(env=env, pool="threads", concurrency=CONVERSATIONS)
+    assert not worker_children(worker.process.pid)
+    server = live_server_factory(env=env)
+    request = captured_generate_request(JS_CLIENT_VERSIONS[0])
+
+    def converse(index: int) -> tuple[str, str | None, str]:
+        directive = {"text": answer(index), "delay_ms": TOKEN_DELAY_MS}
+        data = generate_data(
+            thread_id=f"threads-pool-{index}", messages=[text_input("u1", fake(directive))]
+        )
+        response = httpx.post(
+            server.url + GRAPHQL_PATH,
+            content=request.body(data),
+            headers=request.request_headers(),
+            timeout=60,
+        )
+        assert response.status_code == 200
+        return streamed_reply(response.content)
+
+    with ThreadPoolExecutor(max_workers=CONVERSATIONS) as pool:
+        replies = list(pool.map(converse, range(CONVERSATIONS)))
+
+    runs = []
+    for index, (run_id, status, text) in enumerate(replies):
+        assert (status, text) == ("Success", answer(index)), index
+        runs.append(finished_run(run_id))
+    assert all(run.status == RunStatus.SUCCEEDED for run in runs)
+    # One process (no pool children), and every run was in progress at one moment: they ran
+    # side by side, not one after the other.
+    wait_for(lambda: len(worker.executed_runs()) == CONVERSATIONS, timeout=5, what="the task log")
+    assert max(run.started_at for run in runs) < min(run.finished_at for run in runs)
