@@ -42,13 +42,16 @@ def executor_kind() -> str:
     return CELERY if kind == CELERY else INLINE
 
 
-def placement_of(prepared: PreparedTurn, request: TurnRequest) -> dict[str, Any]:
-    """What a worker needs to execute a prepared run without reading it back (JSON)."""
+def placement_of(
+    prepared: PreparedTurn, request: TurnRequest, *, payload: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """What a worker needs to execute a prepared run without reading it back (JSON);
+    ``payload`` is the request's JSON form when it was built already."""
     return {
         "thread_id": prepared.thread_id,
         "thread_pk": prepared.thread_pk,
         "next_position": prepared.next_position,
-        "request": turn_request_to_payload(request),
+        "request": turn_request_to_payload(request) if payload is None else payload,
     }
 
 

@@ -119,16 +119,19 @@ def _finish_preparation(
     _decide_state(request, prepared.latest_state, client_state)
 
 
-def _payload_builder(
-    request: TurnRequest, client_state: dict[str, Any] | None
-) -> Callable[[dict[str, Any] | None], dict[str, Any]]:
-    """What the worker executes: the request with its starting state, stored on the run."""
+class _RunPayload:
+    """What the worker executes: the request with its starting state. Built once (when the
+    store learns the thread's latest state), stored on the run and carried by the task."""
 
-    def build(latest_state: dict[str, Any] | None) -> dict[str, Any]:
-        _decide_state(request, latest_state, client_state)
-        return turn_request_to_payload(request)
+    def __init__(self, request: TurnRequest, client_state: dict[str, Any] | None) -> None:
+        self._request = request
+        self._client_state = client_state
+        self.built: dict[str, Any] | None = None
 
-    return build
+    def __call__(self, latest_state: dict[str, Any] | None) -> dict[str, Any]:
+        _decide_state(self._request, latest_state, self._client_state)
+        self.built = turn_request_to_payload(self._request)
+        return self.built
 
 
 def _reap_stale(run_ids: list[str]) -> int:
@@ -156,15 +159,16 @@ async def turn_prepare(
     )
     celery = executor_kind() == CELERY
     record.start_running = start_running and not celery
-    if celery:
-        record.request_payload_for = _payload_builder(request, client_state)
+    run_payload = _RunPayload(request, client_state) if celery else None
+    record.request_payload_for = run_payload
     prepared = await turn_store().prepare(turn=record, reap=_reap_stale)
     _finish_preparation(request, prepared, client_state)
-    if celery:
+    if run_payload is not None:
         # The task carries what the worker needs (the request, where the thread's messages
         # continue): it starts the run without reading it back.
         await sync_to_async(enqueue_on_worker)(
-            run_id=prepared.run_id, placement=placement_of(prepared, request)
+            run_id=prepared.run_id,
+            placement=placement_of(prepared, request, payload=run_payload.built),
         )
     return prepared
 
