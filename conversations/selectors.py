@@ -17,7 +17,7 @@ from conversations.models import (
     Thread,
     ThreadStatus,
 )
-from conversations.services.runs import ACTIVE_STATUSES, INTERRUPT_META_EVENT_NAMES
+from conversations.services.runs import ACTIVE_STATUSES, INTERRUPT_META_EVENT_NAMES, LoggedEvent
 from conversations.services.threads import thread_is_visible_to
 from copilot_runtime.events import MetaEvent, RunError, RunFinished
 
@@ -84,6 +84,18 @@ def thread_pending_interrupt(*, thread_id: str) -> list[dict[str, Any]]:
 
 
 # --- runs -------------------------------------------------------------------------------------
+
+
+def run_log_read(
+    *, run_id: str, after_seq: int, before_seq: int | None = None, limit: int = 1000
+) -> list[LoggedEvent]:
+    """Logged events of a run with ``after_seq < seq < before_seq``, in order, at most
+    ``limit``."""
+    rows = RunEvent.objects.filter(run_id=run_id, seq__gt=after_seq)
+    if before_seq is not None:
+        rows = rows.filter(seq__lt=before_seq)
+    rows = rows.order_by("seq")[:limit]
+    return [LoggedEvent(seq=row.seq, type=row.type, payload=row.payload) for row in rows]
 
 
 def run_exists(*, run_id: str) -> bool:

@@ -19,10 +19,11 @@ from asgiref.sync import SyncToAsync
 from django.db import transaction
 
 from conversations.models import Run
-from conversations.selectors import agent_state_latest
+from conversations.selectors import agent_state_latest, run_log_read
 from conversations.services.messages import messages_sync_input
 from conversations.services.runs import (
     ACTIVE_STATUSES,
+    LoggedEvent,
     ThreadBusy,
     run_create,
     run_heartbeats,
@@ -118,3 +119,10 @@ class OrmTurnStore:
 
     async def store_trace(self, *, run_id: str, trace: SpanWrite) -> None:
         await on_store_thread(spans.spans_store, run_id=run_id, trace=trace)
+
+    async def read_log(
+        self, *, run_id: str, after_seq: int, before_seq: int | None, limit: int
+    ) -> list[LoggedEvent]:
+        return await on_store_thread(
+            run_log_read, run_id=run_id, after_seq=after_seq, before_seq=before_seq, limit=limit
+        )

@@ -34,7 +34,7 @@ from psycopg.types.json import Jsonb
 
 from conversations.models import MessageKind, RunStatus, ThreadStatus
 from conversations.services.messages import _NOT_STORED_ROLES
-from conversations.services.runs import ThreadBusy
+from conversations.services.runs import LoggedEvent, ThreadBusy
 from conversations.services.threads import ThreadNotAvailable, title_from_text
 from conversations.store.pool import TurnPool
 from conversations.store.spans import span_time
@@ -374,6 +374,18 @@ class PgTurnStore:
             thread_pk=None,
             progress=Progress(events=[], messages=[], agent_states=[], trace=trace),
         )
+
+    async def read_log(
+        self, *, run_id: str, after_seq: int, before_seq: int | None, limit: int
+    ) -> list[LoggedEvent]:
+        until = "" if before_seq is None else " AND seq < %(before)s"
+        rows = await self._execute(
+            f"SELECT seq, type, payload FROM {RUN_EVENT}"
+            f" WHERE run_id = %(run)s AND seq > %(after)s{until} ORDER BY seq LIMIT %(limit)s",
+            {"run": run_id, "after": after_seq, "before": before_seq, "limit": limit},
+            many=True,
+        )
+        return [LoggedEvent(seq=seq, type=kind, payload=payload) for seq, kind, payload in rows]
 
     async def _execute(
         self, sql: str, params: Any, *, fetch: bool = True, many: bool = False

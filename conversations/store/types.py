@@ -100,3 +100,10 @@ class TurnStore(Protocol):
     async def store_trace(self, *, run_id: str, trace: SpanWrite) -> None:
         """Store a closed, priced trace on its own (a run whose end another write stored)."""
         ...
+
+    async def read_log(
+        self, *, run_id: str, after_seq: int, before_seq: int | None, limit: int
+    ) -> list[LoggedEvent]:
+        """Logged events with ``after_seq < seq < before_seq``, in order, at most ``limit``
+        (a follower catching up: once per followed run, and at every gap)."""
+        ...

@@ -357,6 +357,36 @@ async def test_progress_and_the_runs_end_are_written_like_the_orm_writes_them(
     assert await sync_to_async(states)("p-sql") == await sync_to_async(states)("p-orm")
 
 
+async def test_a_follower_reads_the_same_log_through_either_store(pg: PgTurnStore) -> None:
+    prepared = await pg.prepare(turn=record("log-read", history("q")), reap=never_reap)
+    for batch in progress_batches(prepared.run_id):
+        await pg.record(run_id=prepared.run_id, thread_pk=None, progress=batch)
+    orm = OrmTurnStore()
+
+    for after_seq, before_seq, limit in (
+        (0, None, 1000),
+        (1, None, 1000),
+        (0, 3, 1000),
+        (0, None, 2),
+    ):
+        reads = [
+            await store.read_log(
+                run_id=prepared.run_id, after_seq=after_seq, before_seq=before_seq, limit=limit
+            )
+            for store in (pg, orm)
+        ]
+        assert reads[0] == reads[1], (after_seq, before_seq, limit)
+    whole = await pg.read_log(run_id=prepared.run_id, after_seq=0, before_seq=None, limit=1000)
+    assert [(e.seq, e.type) for e in whole] == [
+        (1, "text_start"),
+        (2, "text_delta"),
+        (3, "run_finished"),
+    ]
+    assert whole[1].payload == {"delta": "Hi!"}
+    between = await pg.read_log(run_id=prepared.run_id, after_seq=1, before_seq=3, limit=1000)
+    assert [e.seq for e in between] == [2]
+
+
 async def test_heartbeats_tell_which_runs_were_asked_to_stop(pg: PgTurnStore) -> None:
     runs = []
     for thread in ("t-hb-1", "t-hb-2"):

@@ -125,14 +125,14 @@ class Follower:
 def log_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The seqs a follower read from the log (rather than from the layer)."""
     seqs: list[int] = []
-    original = relay.log_read
+    original = relay.log_fetch
 
-    def counting(**kwargs: Any) -> list[LoggedEvent]:
-        rows = original(**kwargs)
+    async def counting(**kwargs: Any) -> list[LoggedEvent]:
+        rows = await original(**kwargs)
         seqs.extend(row.seq for row in rows)
         return rows
 
-    monkeypatch.setattr(relay, "log_read", counting)
+    monkeypatch.setattr(relay, "log_fetch", counting)
     return seqs
 
 

@@ -118,14 +118,14 @@ def test_a_follower_in_another_process_attaching_mid_run_sees_the_whole_stream(
     server, _worker = celery_stack(redis_url)
     thread_id = "celery-follow-mid-run"
     read_from_log: list[int] = []
-    original_log_read = relay.log_read
+    original_log_fetch = relay.log_fetch
 
-    def counting_log_read(**kwargs: Any) -> list[Any]:
-        rows = original_log_read(**kwargs)
+    async def counting_log_fetch(**kwargs: Any) -> list[Any]:
+        rows = await original_log_fetch(**kwargs)
         read_from_log.extend(row.seq for row in rows)
         return rows
 
-    monkeypatch.setattr(relay, "log_read", counting_log_read)
+    monkeypatch.setattr(relay, "log_fetch", counting_log_fetch)
     command = generate_command(server.url, slow_reply_data(thread_id))
 
     with in_background(lambda: run_js(JS_CLIENT_VERSIONS[0], command)) as client:
