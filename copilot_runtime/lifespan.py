@@ -1,7 +1,8 @@
 """The ASGI lifespan of the runtime. On startup, load the URLconf and settle the garbage
 collector for a long-lived process (``collector.py``: the loaded application frozen out of
 its sight). On shutdown, close what this process opened for its turns (the PostgreSQL turn
-store's connection pools), so a restart leaves no half-closed sessions on the database. Route
+store's connection pools, the model adapters' HTTP pools), so a restart leaves no half-closed
+sessions behind. Route
 ``"lifespan"`` to it in the ASGI application (the standalone site does; a host project may
 add it beside its own)."""
 
@@ -14,9 +15,20 @@ from typing import Any
 from django.conf import settings
 
 from conversations.store import turn_store_close
+from copilot_runtime.adapters import adapters_close
 from copilot_runtime.collector import settle_collector
 
 logger = logging.getLogger(__name__)
+
+
+async def close_turn_resources() -> None:
+    """Close the connections this event loop opened for turns. Never raises: a failing close
+    must not hold up a shutdown."""
+    for close, what in ((turn_store_close, "the turn store"), (adapters_close, "the adapters")):
+        try:
+            await close()
+        except Exception:
+            logger.exception("closing the connections of %s failed", what)
 
 
 async def lifespan(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -29,9 +41,6 @@ async def lifespan(scope: dict[str, Any], receive: Any, send: Any) -> None:
             settle_collector()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
-            try:
-                await turn_store_close()
-            except Exception:  # a failing close must not hold up the shutdown
-                logger.exception("closing the turn store's connections failed")
+            await close_turn_resources()
             await send({"type": "lifespan.shutdown.complete"})
             return

@@ -10,6 +10,8 @@ each waits on the model; with the prefork pool each child process executes one r
 from __future__ import annotations
 
 import asyncio
+import atexit
+import logging
 import threading
 from collections.abc import Coroutine
 from typing import Any
@@ -21,6 +23,9 @@ from celery.signals import worker_process_init, worker_ready
 from copilot_runtime.collector import settle_collector
 from copilot_runtime.engine.executor import EXECUTE_RUN_TASK, run_execute_stored
 from copilot_runtime.engine.reaper import runs_reap_stale
+from copilot_runtime.lifespan import close_turn_resources
+
+logger = logging.getLogger(__name__)
 
 # Kept across tasks: the model client's connection pool and TLS context, the channel layer's
 # connections and the turn store's pools live on the loop, and building them anew for every
@@ -33,6 +38,8 @@ _LOOP_LOCK = threading.Lock()
 # run's slot stayed unused that long, and 50 conversations on an 8-slot worker got 4 runs a
 # second instead of 94 (celery/celery#6941). A short repeating timer bounds that poll.
 CONSUMER_TICK_SECONDS = 0.01
+# How long a stopping worker waits for its loop to close its connections.
+CLOSE_TIMEOUT_SECONDS = 5.0
 
 
 def _process_loop() -> asyncio.AbstractEventLoop:
@@ -42,12 +49,33 @@ def _process_loop() -> asyncio.AbstractEventLoop:
             loop = asyncio.new_event_loop()
             threading.Thread(target=loop.run_forever, name="copilot-runs", daemon=True).start()
             _LOOP = loop
+            # At the process's exit, after Celery has waited for its runs: worker_shutdown
+            # comes too early for that (with the threads pool it is sent from the signal
+            # handler while runs still stream). A prefork child leaves with os._exit, its
+            # connections dropped as before.
+            atexit.register(_close_process_loop)
         return _LOOP
 
 
 def _run_on_process_loop(coroutine: Coroutine[Any, Any, str]) -> str:
     """Run ``coroutine`` on the process's loop; the calling (task) thread waits for it."""
     return asyncio.run_coroutine_threadsafe(coroutine, _process_loop()).result()
+
+
+def _close_process_loop() -> None:
+    """The process is exiting (its runs have ended): close the connections the loop opened
+    (database pools, the model's HTTP pool) and stop it."""
+    global _LOOP
+    with _LOOP_LOCK:
+        loop, _LOOP = _LOOP, None
+    if loop is None or loop.is_closed():
+        return
+    try:
+        asyncio.run_coroutine_threadsafe(close_turn_resources(), loop).result(CLOSE_TIMEOUT_SECONDS)
+    except TimeoutError:
+        logger.warning("closing the run loop's connections took over %ss", CLOSE_TIMEOUT_SECONDS)
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
 
 
 def _settle_pool_process(**_: Any) -> None:

@@ -75,10 +75,20 @@ def adapter_from_settings(agent_name: str | None = None) -> ModelAdapter:
     return adapter
 
 
+async def adapters_close() -> None:
+    """Close the connection pools of the adapters this event loop built (at shutdown; the
+    next turn would build new ones)."""
+    for adapter in _ADAPTERS.pop(asyncio.get_running_loop(), {}).values():
+        close = getattr(adapter, "aclose", None)
+        if close is not None:
+            await close()
+
+
 __all__ = [
     "ModelAdapter",
     "adapter_from_settings",
     "adapter_spec_check",
     "adapter_spec_for",
+    "adapters_close",
     "runtime_adapter_spec",
 ]

@@ -173,3 +173,7 @@ class OpenAIAdapter:
                     continue
                 for chunk in parse_chunk(data):
                     yield chunk
+
+    async def aclose(self) -> None:
+        """Close the connection pool (the runtime keeps one adapter per event loop)."""
+        await self._transport.aclose()

@@ -1,5 +1,5 @@
 """The ASGI lifespan: startup settles the garbage collector and completes, and shutdown closes
-the turn store's pools."""
+the turn store's pools and the model adapters' HTTP pools."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ import gc
 from typing import Any
 
 import pytest
+from django.test import override_settings
 
 from conversations.store.pg import POOLS, PgTurnStore
+from copilot_runtime.adapters import adapter_from_settings
 from copilot_runtime.asgi import application
 from copilot_runtime.collector import SERVER_THRESHOLDS
 from copilot_runtime.lifespan import lifespan
@@ -46,6 +48,22 @@ async def test_shutdown_closes_the_pools_this_loop_opened() -> None:
     ]
     assert connection.closed
     assert await POOLS.get() is not pool  # a later turn opens a new one
+
+
+async def test_shutdown_closes_the_model_adapters_http_pool(fake_upstream: Any) -> None:
+    runtime = {"OPENAI_API_KEY": "test", "OPENAI_BASE_URL": fake_upstream.base_url}
+    with override_settings(COPILOT_RUNTIME=runtime):
+        adapter = adapter_from_settings()
+        session = adapter._transport._client()  # the pool a first turn opens
+
+        assert await run_lifespan(lifespan) == [
+            "lifespan.startup.complete",
+            "lifespan.shutdown.complete",
+        ]
+
+        assert session.closed
+        assert adapter_from_settings() is not adapter  # a later turn builds a new one
+    await POOLS.close_all()
 
 
 async def test_startup_settles_the_garbage_collector() -> None:

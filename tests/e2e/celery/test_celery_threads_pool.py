@@ -82,3 +82,8 @@ def test_one_threads_pool_process_streams_several_runs_at_once(
     # side by side, not one after the other.
     wait_for(lambda: len(worker.executed_runs()) == CONVERSATIONS, timeout=5, what="the task log")
     assert max(run.started_at for run in runs) < min(run.finished_at for run in runs)
+
+    # Stopped, it closes what its loop opened (the model's HTTP pool, the database pools).
+    worker.stop()
+    assert worker.process.returncode == 0
+    assert "Unclosed" not in worker.log_text()
