@@ -99,14 +99,19 @@ async def _run_events(
     complete = False
     try:
         yield encoder.start(echoed_input(run_input.raw, started.new_message_ids))
-        while not encoder.finished:
+        while True:
             batch: list[Event | None] = [await queue.get()]
             while not queue.empty():
                 batch.append(queue.get_nowait())
             chunk = encoder.encode(batch)
             if chunk:
                 yield chunk
-            if batch[-1] is None:
+            # The stream ends when the run has: once its end is stored (``RunFinished``, or the
+            # end of its events), not at the terminal event on the wire. A RUN_ERROR goes out
+            # before the run's end is stored, and a client following up as soon as its stream
+            # ends must not find the thread still busy. Nothing is encoded after the terminal
+            # event.
+            if batch[-1] is None or any(type(event) is RunFinished for event in batch):
                 break
         complete = True
     finally:

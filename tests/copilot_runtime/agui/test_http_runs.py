@@ -10,6 +10,7 @@ import pytest
 from django.test import AsyncClient, override_settings
 
 from conversations.models import AgentState, Message, Run, RunStatus
+from conversations.store import turn_store
 from copilot_runtime.events.state_patch import apply_patch
 from tests.copilot_runtime.agui.helpers import (
     body_of,
@@ -185,6 +186,28 @@ async def test_an_upstream_500_is_a_run_error_in_a_200_stream(runtime_on_fake) -
     assert types(events) == ["RUN_STARTED", "RUN_ERROR"]
     assert events[1]["message"]
     assert events[1]["code"]
+
+
+async def test_a_failed_runs_stream_ends_only_once_its_end_is_stored(
+    runtime_on_fake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = turn_store()
+    record = store.record
+
+    async def slow_to_store_the_end(*, run_id: str, thread_pk: Any, progress: Any) -> None:
+        if progress.outcome is not None:
+            await asyncio.sleep(0.3)  # a database slow to take the run's last write
+        await record(run_id=run_id, thread_pk=thread_pk, progress=progress)
+
+    monkeypatch.setattr(store, "record", slow_to_store_the_end)
+    events = await run("v2-500-end", [user("u1", fake({"error": {"status": 500}}))])
+    assert types(events) == ["RUN_STARTED", "RUN_ERROR"]
+
+    # Read at once, no waiting: a client that follows up as soon as its stream has ended
+    # must find the run ended and the thread free.
+    ended = await Run.objects.select_related("thread").aget(pk=events[0]["runId"])
+    assert (ended.status, ended.finished_at is not None) == (RunStatus.FAILED, True)
+    assert ended.thread.status != "running"
 
 
 async def test_a_taken_run_id_is_neither_confirmed_nor_squatted(
