@@ -9,10 +9,16 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
+import httpx
+import orjson
 from django.test import override_settings
 
+from benchmarks.response_reader import MultipartMixedParser
 from conversations.models import Run, RunEvent
 from copilot_runtime.engine.relay import follow_run
+from tests.e2e.js_client import JS_CLIENT_VERSIONS
+from tests.support.client_capture import captured_generate_request
+from tests.support.generate_e2e import GRAPHQL_PATH, generate_data, text_input
 
 T = TypeVar("T")
 LogEntry = tuple[int, str, dict[str, Any]]
@@ -73,3 +79,36 @@ def in_background(call: Callable[[], T]) -> Iterator[Future[T]]:
     """Run a blocking ``call`` (a Node client) in a thread while the test goes on."""
     with ThreadPoolExecutor(max_workers=1) as pool:
         yield pool.submit(call)
+
+
+def streamed_reply(body: bytes) -> tuple[str, str | None, str]:
+    """(run id, response status code, text) from a multipart ``generateCopilotResponse``."""
+    run_id, status, text = "", None, []
+    for part in MultipartMixedParser().feed(body):
+        payload = orjson.loads(part)
+        if "data" in payload:
+            run_id = payload["data"]["generateCopilotResponse"]["runId"]
+        for entry in payload.get("incremental", []):
+            if entry["path"][-2:-1] == ["content"]:
+                text.extend(entry["items"])
+            elif entry["path"] == ["generateCopilotResponse"] and "status" in entry["data"]:
+                status = entry["data"]["status"]["code"]
+    return run_id, status, "".join(text)
+
+
+def converse_v1(
+    url: str, *, thread_id: str, directive: dict[str, Any]
+) -> tuple[str, str | None, str]:
+    """One v1 turn as the real client sends it (its captured document and headers, sent by
+    httpx: many Node processes at once would cost more than a test on two cores), its user
+    message asking the fake upstream for ``directive``: (run id, status code, text)."""
+    request = captured_generate_request(JS_CLIENT_VERSIONS[0])
+    data = generate_data(thread_id=thread_id, messages=[text_input("u1", fake(directive))])
+    response = httpx.post(
+        url + GRAPHQL_PATH,
+        content=request.body(data),
+        headers=request.request_headers(),
+        timeout=60,
+    )
+    assert response.status_code == 200
+    return streamed_reply(response.content)

@@ -7,19 +7,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
 import pytest
 
 from conversations.models import RunStatus
-from tests.e2e.celery.support import fake
-from tests.e2e.celery.test_celery_scale_out import streamed_reply
-from tests.e2e.js_client import JS_CLIENT_VERSIONS
-from tests.support.client_capture import captured_generate_request
+from tests.e2e.celery.support import converse_v1
 from tests.support.generate_e2e import (
-    GRAPHQL_PATH,
     finished_run,
-    generate_data,
-    text_input,
     wait_for,
 )
 
@@ -54,21 +47,10 @@ def test_one_threads_pool_process_streams_several_runs_at_once(
     worker = celery_worker_factory(env=env, pool="threads", concurrency=CONVERSATIONS)
     assert not worker_children(worker.process.pid)
     server = live_server_factory(env=env)
-    request = captured_generate_request(JS_CLIENT_VERSIONS[0])
 
     def converse(index: int) -> tuple[str, str | None, str]:
         directive = {"text": answer(index), "delay_ms": TOKEN_DELAY_MS}
-        data = generate_data(
-            thread_id=f"threads-pool-{index}", messages=[text_input("u1", fake(directive))]
-        )
-        response = httpx.post(
-            server.url + GRAPHQL_PATH,
-            content=request.body(data),
-            headers=request.request_headers(),
-            timeout=60,
-        )
-        assert response.status_code == 200
-        return streamed_reply(response.content)
+        return converse_v1(server.url, thread_id=f"threads-pool-{index}", directive=directive)
 
     with ThreadPoolExecutor(max_workers=CONVERSATIONS) as pool:
         replies = list(pool.map(converse, range(CONVERSATIONS)))
