@@ -2,9 +2,8 @@
 collector for a long-lived process (``collector.py``: the loaded application frozen out of
 its sight). On shutdown, close what this process opened for its turns (the PostgreSQL turn
 store's connection pools, the model adapters' HTTP pools), so a restart leaves no half-closed
-sessions behind. Route
-``"lifespan"`` to it in the ASGI application (the standalone site does; a host project may
-add it beside its own)."""
+sessions behind. Route ``"lifespan"`` to it in the ASGI application (the standalone site does;
+a host project may add it beside its own)."""
 
 from __future__ import annotations
 

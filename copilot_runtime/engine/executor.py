@@ -68,8 +68,8 @@ def enqueue_on_worker(*, run_id: str, placement: dict[str, Any] | None = None) -
     limit = float(runtime_setting("RUN_TIME_LIMIT_SECONDS"))
     args: list[Any] = [run_id] if placement is None else [run_id, placement]
     # The message's readable form of its arguments (worker logs, monitoring) names the run
-    # only: by default Celery builds it with a safe repr of the whole conversation, a tenth of
-    # the web process's CPU per turn at 50 conversations, and copies it into every monitor.
+    # only: by default Celery builds it with a safe repr of the whole conversation (a sixth of
+    # send_task's time at 50 conversations, py-spy) and shows it to every log and monitor.
     current_app.send_task(
         EXECUTE_RUN_TASK, args=args, argsrepr=repr([run_id]), time_limit=limit + 60
     )
