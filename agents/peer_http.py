@@ -21,15 +21,17 @@ import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import orjson
 from asgiref.sync import sync_to_async
 from django.utils.module_loading import import_string
 
 from copilot_runtime.conf import runtime_setting
 from copilot_runtime.errors import CopilotKitError, ErrorCode
+
+if TYPE_CHECKING:
+    import httpx
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +104,8 @@ class PeerError(CopilotKitError):
 
 
 def _timeout(peer: Peer) -> httpx.Timeout:
+    import httpx
+
     read = peer.timeout_seconds or float(runtime_setting("REMOTE_READ_TIMEOUT_SECONDS"))
     connect = float(runtime_setting("REMOTE_CONNECT_TIMEOUT_SECONDS"))
     return httpx.Timeout(read, connect=connect)
@@ -189,6 +193,9 @@ async def peer_stream(
     accept: str = "application/json",
 ) -> AsyncIterator[httpx.Response]:
     """POST ``body`` and yield the (successful) streaming response; ``PeerError`` otherwise."""
+    # Imported on use: a web process whose agents are all local never loads httpx (4-5 MiB).
+    import httpx
+
     headers = await peer_headers(peer, context)
     headers.setdefault("Accept", accept)
     content = orjson.dumps(body, default=str)
@@ -243,6 +250,8 @@ async def peer_stream(
 
 async def peer_post_json(peer: Peer, *, path: str, body: Any, context: PeerCallContext) -> Any:
     """POST ``body`` and return the peer's JSON answer."""
+    import httpx
+
     async with peer_stream(peer, path=path, body=body, context=context) as response:
         try:
             raw = await response.aread()

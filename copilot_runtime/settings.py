@@ -232,5 +232,10 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # The standalone site's Celery app, loaded with its settings as the official Django pattern
-# loads it from the project package (a host project's own app finds the runtime's tasks).
-from copilot_runtime.celery import app as celery_app  # noqa: E402, F401
+# loads it from the project package (a host project's own app finds the runtime's tasks), so
+# that it is the current app when a web process queues a run. A web process on the inline
+# executor queues nothing and leaves Celery unloaded (6-7 MiB of its memory); the ``celery``
+# command loads the app itself (``-A copilot_runtime`` finds ``copilot_runtime.celery``).
+_executor_choice = os.environ.get("COPILOT_RUNTIME_EXECUTOR") or COPILOT_RUNTIME.get("EXECUTOR", "")
+if CELERY_WORKER_PROCESS or str(_executor_choice).strip().strip('"').lower() == "celery":
+    from copilot_runtime.celery import app as celery_app  # noqa: F401

@@ -13,8 +13,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import httpx
-
 from copilot_runtime.guardrails.rules import RuleSpec, Subject
 from copilot_runtime.guardrails.verdicts import Finding
 
@@ -41,6 +39,9 @@ class CloudEvaluator:
         self._timeout = timeout
 
     async def evaluate(self, subject: Subject, rules: Sequence[RuleSpec]) -> Finding:
+        # Imported on use: only a project with Copilot Cloud guardrails needs httpx loaded.
+        import httpx
+
         started = time.perf_counter()
 
         def failed(error: str) -> Finding:
@@ -82,6 +83,8 @@ class CloudEvaluator:
 
     async def _post(self, body: dict[str, Any]) -> dict[str, Any] | str:
         """The endpoint's JSON answer, or why there is none."""
+        import httpx
+
         async with httpx.AsyncClient(timeout=self._timeout) as client:
             response = await client.post(
                 self._url,
