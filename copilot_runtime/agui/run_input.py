@@ -57,6 +57,9 @@ class RunInput:
     forwarded_props: Any = None
     parent_run_id: str | None = None
     resume: list[Any] | None = None
+    # Per message, the rows it is stored as when they follow from the message alone (made
+    # while checking it, or remembered with it); None for the others.
+    own_rows: list[tuple[InputMessage, ...] | None] | None = None
 
 
 class InvalidRunInput(ValueError):
@@ -151,14 +154,17 @@ def run_input_parse(raw: Any) -> RunInput:
     checker.string(body.get("runId"), ("runId",))
     checker.string(body.get("parentRunId"), ("parentRunId",), optional=True)
     messages = checker.array(body.get("messages"), ("messages",))
+    own_rows: list[tuple[InputMessage, ...] | None] = []
     for index, message in enumerate(messages):
         key = message.get("id") if isinstance(message, dict) else None
-        if _VALID_MESSAGES.recall(key, message)[0]:
-            continue  # this very message passed before (the history comes back every turn)
-        before = len(checker.issues)
-        checker.message(message, index)
-        if len(checker.issues) == before:
-            _VALID_MESSAGES.keep(key, message, True)
+        found, rows = _CHECKED_MESSAGES.recall(key, message)
+        if not found:  # else this very message passed before (the history comes back)
+            before = len(checker.issues)
+            checker.message(message, index)
+            if len(checker.issues) == before:
+                rows = _own_rows(message) if message["role"] in _OWN_ROWS_ROLES else None
+                _CHECKED_MESSAGES.keep(key, message, rows)
+        own_rows.append(rows)
     tools = checker.array(body.get("tools"), ("tools",))
     for index, tool in enumerate(tools):
         if checker.record(tool, ("tools", index)) is not None:
@@ -193,6 +199,7 @@ def run_input_parse(raw: Any) -> RunInput:
         forwarded_props=body.get("forwardedProps"),
         parent_run_id=body.get("parentRunId"),
         resume=body.get("resume"),
+        own_rows=own_rows,
     )
 
 
@@ -237,10 +244,10 @@ def _user_inputs(message: dict[str, Any]) -> list[InputMessage]:
 
 # Roles whose rows depend on the message alone (a tool result also needs its call's name).
 _OWN_ROWS_ROLES = frozenset({"user", "system", "developer", "assistant"})
-# Messages that passed the checks, and the rows messages were converted to (see
-# copilot_runtime/events/recent.py; the rows are read-only once made).
-_VALID_MESSAGES: Recent[bool] = Recent()
-_CONVERTED_MESSAGES: Recent[tuple[InputMessage, ...]] = Recent()
+# Messages that passed the checks, with the rows they convert to when those follow from the
+# message alone (see copilot_runtime/events/recent.py; the rows are read-only once made). One
+# look-up per history message and turn: the history comes back with every request.
+_CHECKED_MESSAGES: Recent[tuple[InputMessage, ...] | None] = Recent()
 
 
 def _own_rows(message: dict[str, Any]) -> tuple[InputMessage, ...]:
@@ -267,16 +274,20 @@ def _own_rows(message: dict[str, Any]) -> tuple[InputMessage, ...]:
     return tuple(rows)
 
 
-def input_messages_from_agui(messages: list[dict[str, Any]]) -> list[InputMessage]:
+def input_messages_from_agui(
+    messages: list[dict[str, Any]],
+    own_rows: list[tuple[InputMessage, ...] | None] | None = None,
+) -> list[InputMessage]:
     """The stored-row view of an AG-UI history (activity and reasoning messages are the
-    frontend's own and are left out)."""
+    frontend's own and are left out); ``own_rows`` are the rows ``run_input_parse`` made or
+    remembered for the messages, made here where missing."""
     inputs: list[InputMessage] = []
     call_names: dict[str, str] = {}
-    for message in messages:
+    for index, message in enumerate(messages):
         role = message["role"]
         if role in _OWN_ROWS_ROLES:
-            # Made from the message alone: remembered (the history comes back every turn).
-            inputs.extend(_CONVERTED_MESSAGES.made_from(message["id"], message, _own_rows))
+            rows = own_rows[index] if own_rows is not None else None
+            inputs.extend(_own_rows(message) if rows is None else rows)
             if role == "assistant":
                 for call in message.get("toolCalls") or ():
                     call_names[call["id"]] = call["function"]["name"]
@@ -396,7 +407,7 @@ def turn_request_from_run_input(
     return TurnRequest(
         thread_id=run_input.thread_id,
         meta_events=_interrupt_answers(run_input, props),
-        messages=input_messages_from_agui(run_input.messages),
+        messages=input_messages_from_agui(run_input.messages, run_input.own_rows),
         actions=[
             FrontendAction(
                 name=tool["name"],

@@ -14,6 +14,7 @@ from copilot_runtime.agui.run_input import (
     run_input_parse,
     turn_request_from_run_input,
 )
+from copilot_runtime.events.request import InputMessage
 
 
 def body(**overrides: Any) -> dict[str, Any]:
@@ -226,13 +227,34 @@ def test_a_remembered_message_sent_again_with_bad_content_is_still_refused() -> 
 
 
 def test_a_re_sent_message_converts_to_what_it_says_now() -> None:
-    first = [{"id": "re-2", "role": "user", "content": "first words"}]
-    [before] = input_messages_from_agui(first)
-    [same] = input_messages_from_agui([dict(first[0])])
-    [edited] = input_messages_from_agui([{**first[0], "content": "edited"}])
+    def rows(message: dict[str, Any]) -> list[InputMessage]:
+        run_input = run_input_parse(body(messages=[message]))
+        return turn_request_from_run_input(run_input, agent_name="a").messages
 
-    assert same is before  # made once
+    first = {"id": "re-2", "role": "user", "content": "first words"}
+    [before] = rows(first)
+    [same] = rows(dict(first))
+    [edited] = rows({**first, "content": "edited"})
+
+    assert same is before  # made once, while it was checked
     assert (before.content, edited.content) == ("first words", "edited")
+
+
+def test_a_history_is_converted_alike_with_and_without_the_rows_made_while_checking() -> None:
+    call = {"id": "call-4", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
+    messages = [
+        {"id": "sys-4", "role": "system", "content": "Be brief"},
+        {"id": "u-4", "role": "user", "content": "hi"},
+        {"id": "a-4", "role": "assistant", "content": "calling", "toolCalls": [call]},
+        {"id": "t-4", "role": "tool", "toolCallId": "call-4", "content": "done"},
+    ]
+    run_input = run_input_parse(body(messages=messages))
+
+    assert run_input.own_rows is not None
+    assert [rows is None for rows in run_input.own_rows] == [False, False, False, True]
+    assert input_messages_from_agui(messages, run_input.own_rows) == input_messages_from_agui(
+        messages
+    )
 
 
 def test_a_tool_result_names_its_call_even_when_the_call_was_remembered() -> None:
