@@ -93,12 +93,16 @@ def _frontend_url(request: HttpRequest) -> str | None:
 
 
 async def _run_events(
-    started: StartedTurn, run_input: RunInput, encoder: SseEncoder
+    started: StartedTurn, echo: dict[str, Any], encoder: SseEncoder
 ) -> AsyncIterator[bytes]:
+    """The run's SSE stream; ``echo`` is the input RUN_STARTED echoes (not kept past it: the
+    request's history is not held while the model streams)."""
     queue = started.events
     complete = False
     try:
-        yield encoder.start(echoed_input(run_input.raw, started.new_message_ids))
+        started_chunk = encoder.start(echo)
+        del echo
+        yield started_chunk
         while True:
             batch: list[Event | None] = [await queue.get()]
             while not queue.empty():
@@ -156,7 +160,8 @@ async def handle_run(
         state_deltas=True,
         client_state=parsed.state if isinstance(parsed.state, dict) else None,
     )
-    return responses.sse_response(_run_events(started, parsed, encoder))
+    echo = echoed_input(parsed.raw, started.new_message_ids)
+    return responses.sse_response(_run_events(started, echo, encoder))
 
 
 # --- connect ----------------------------------------------------------------------------------

@@ -153,8 +153,13 @@ class RuntimeFront:
             # Not the hot path's business (an envelope, bad JSON...): Django answers it.
             await self.app(scope, _replaying(body, receive), send)
             return
-        request = ASGIRequest(scope, io.BytesIO(body))
-        await _serve(request, route, parsed, scope, receive, send)
+        # The hot path reads the parsed body, never the request's stream; neither the body nor
+        # its parse is held while the answer streams (50 conversations' histories otherwise).
+        request = ASGIRequest(scope, io.BytesIO(b""))
+        del body
+        response = await _answer(request, route, parsed)
+        del parsed
+        await _send_response(response, send, scope=scope, receive=receive, request=request)
 
 
 def _json_object(body: bytes) -> dict[str, Any] | None:
@@ -166,24 +171,16 @@ def _json_object(body: bytes) -> dict[str, Any] | None:
     return value if isinstance(value, dict) and json_writable(value) else None
 
 
-async def _serve(
-    request: HttpRequest,
-    route: str,
-    body: dict[str, Any],
-    scope: Scope,
-    receive: Receive,
-    send: Send,
-) -> None:
+async def _answer(request: HttpRequest, route: str, body: dict[str, Any]) -> HttpResponse:
     try:
-        response = await _respond(request, route, body)
+        return await _respond(request, route, body)
     except Exception:
         logger.exception("serving %s failed", request.path)
-        response = (
+        return (
             database_unavailable(request)
             if route == "graphql"
             else json_error(500, "internal_error", "The runtime failed to answer this request.")
         )
-    await _send_response(response, send, scope=scope, receive=receive, request=request)
 
 
 async def _respond(request: HttpRequest, route: str, body: dict[str, Any]) -> HttpResponse:

@@ -4,13 +4,14 @@
     reply.status, reply.headers, reply.body, reply.json()
 
 The whole reply is collected (a streamed answer until its end). ``declared_length`` sends a
-Content-Length other than the body's; ``body`` may be a list of chunks.
+Content-Length other than the body's; ``body`` may be a list of chunks; ``on_send`` sees each
+message the application sends, as it sends it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
@@ -40,6 +41,7 @@ async def call(
     declared_length: int | None = None,
     app: Any = None,
     wait_seconds: float = 30,
+    on_send: Callable[[dict[str, Any]], None] | None = None,
 ) -> Reply:
     chunks = [body] if isinstance(body, bytes) else list(body)
     raw_headers = {"content-type": "application/json", **(headers or {})}
@@ -74,6 +76,8 @@ async def call(
 
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
+        if on_send is not None:
+            on_send(message)
 
     if app is None:
         from copilot_runtime.asgi import application

@@ -7,6 +7,8 @@ CSRF, CORS and body rules; everything else reaches Django with its body intact.
 from __future__ import annotations
 
 import asyncio
+import gc
+import inspect
 import uuid
 from typing import Any
 
@@ -128,6 +130,71 @@ async def test_a_v2_run_streams_and_is_stored(runtime: Any) -> None:
         )
     )()
     assert stored == [("user", 'Hi\nFAKE: {"tokens": 3}'), ("assistant", "t0 t1 t2")]
+
+
+def v1_body(content: str) -> bytes:
+    """The 1.10.6 client's mutation for a first message saying ``content``."""
+    from benchmarks.client_request import request_variables
+    from copilot_runtime.graphql.fastpath.documents import client_mutation_printed
+
+    variables = request_variables(thread_id=f"front-{uuid.uuid4()}", tokens=1)
+    variables["data"]["messages"][0]["textMessage"]["content"] = content
+    return orjson.dumps(
+        {
+            "query": client_mutation_printed(),
+            "operationName": "generateCopilotResponse",
+            "variables": variables,
+        }
+    )
+
+
+def _holders_while_streaming(body: bytes) -> dict[str, Any]:
+    """What holds the request's body, and what the v2 stream keeps, once the answer streams."""
+    seen: dict[str, Any] = {}
+
+    def on_send(message: dict[str, Any]) -> None:
+        if message["type"] != "http.response.body" or "holders" in seen:
+            return
+        gc.collect()
+        # The application's coroutines (not this test's, which keep the body they sent).
+        seen["holders"] = [
+            holder.cr_code.co_qualname
+            for holder in gc.get_referrers(body)
+            if inspect.iscoroutine(holder) and "/tests/" not in holder.cr_code.co_filename
+        ]
+        seen["stream_locals"] = [
+            sorted(agen.ag_frame.f_locals)
+            for agen in gc.get_objects()
+            if inspect.isasyncgen(agen)
+            and agen.ag_code.co_name == "_run_events"
+            and agen.ag_frame is not None
+        ]
+
+    seen["on_send"] = on_send
+    return seen
+
+
+@pytest.mark.parametrize("path", [RUN_PATH, "/api/copilotkit"])
+async def test_the_request_body_is_not_held_while_the_answer_streams(
+    runtime: Any, settings: Any, path: str
+) -> None:
+    settings.COPILOT_RUNTIME = {**settings.COPILOT_RUNTIME, "MAX_BODY_BYTES": 1_000_000}
+    # Fifty streams holding their conversations' histories are megabytes of a process.
+    content = 'Hi\nFAKE: {"tokens": 3, "delay_ms": 30}'
+    if path == RUN_PATH:
+        body = run_body(messages=[{"id": str(uuid.uuid4()), "role": "user", "content": content}])
+    else:
+        body = v1_body(content)
+    seen = _holders_while_streaming(body)
+
+    accept = "text/event-stream" if path == RUN_PATH else "multipart/mixed, application/json"
+    reply = await call(path, body, headers={"accept": accept}, on_send=seen["on_send"])
+
+    assert reply.status == 200
+    assert seen["holders"] == []
+    assert bool(seen["stream_locals"]) == (path == RUN_PATH)
+    for stream_locals in seen["stream_locals"]:  # the v2 stream keeps no request input
+        assert "echo" not in stream_locals and "run_input" not in stream_locals
 
 
 @pytest.mark.parametrize(
