@@ -108,14 +108,17 @@ def _plan(of: GraphQLInputType) -> tuple[Plain, bool]:
             if type(value) is not list:
                 raise _Unsure  # graphql-core wraps a single value: rare, left to it
             out = []
+            same = True
             for entry in value:
                 if entry is None:
                     if item_required:
                         raise _Unsure
                     out.append(None)
                 else:
-                    out.append(item(entry))
-            return out
+                    made = item(entry)
+                    same = same and made is entry
+                    out.append(made)
+            return value if same else out  # already plain: no copy
 
         return plain_list, False
     if isinstance(of, GraphQLEnumType):
@@ -164,6 +167,7 @@ def _object_plan(of: GraphQLInputObjectType) -> Plain:
         if type(value) is not dict:
             raise _Unsure
         out: dict[str, Any] = {}
+        same = True
         for name, entry in value.items():
             known = fields.get(name)
             if known is None:
@@ -173,14 +177,19 @@ def _object_plan(of: GraphQLInputObjectType) -> Plain:
                     raise _Unsure
                 out[name] = None  # an explicit null stays (graphql-core keeps it too)
                 continue
-            out[name] = known[0](entry)
+            made = known[0](entry)
+            same = same and made is entry
+            out[name] = made
         if len(value) < len(fields):  # some fields absent: required ones refused, defaults in
             if not required.issubset(value.keys()):
                 raise _Unsure
             for name, default in defaults.items():
                 if name not in value:
                     out[name] = default
-        return out
+                    same = False
+        # Already plain (what the clients send): the value itself, not a copy of it. A
+        # remembered message is then kept once, not twice (plain values are never mutated).
+        return value if same else out
 
     return plain_object
 

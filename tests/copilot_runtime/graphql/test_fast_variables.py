@@ -132,3 +132,25 @@ def test_a_re_sent_message_is_recognised_only_when_it_is_the_same() -> None:
     as_number["data"]["messages"][-1]["agentStateMessage"]["running"] = 1
     assert _by_graphql_core(as_number) is None
     assert plain_client_variables(as_number) is None
+
+
+def test_a_value_already_plain_is_kept_as_sent_and_one_that_is_not_is_made_anew() -> None:
+    """What the clients send is already plain: kept, not copied (a remembered message is
+    then held once). A value the coercion changes, or completes with a default, is a copy."""
+    variables = request_variables(thread_id="t-plain", tokens=3)
+    data = variables["data"]
+    data["messages"][0]["id"] = "plain-1"
+
+    fast = plain_client_variables(variables)
+
+    assert fast is not None
+    assert fast[0]["messages"][0] is data["messages"][0]
+    assert fast[0]["frontend"] is data["frontend"]
+
+    as_int = json.loads(json.dumps(variables))
+    as_int["data"]["forwardedParameters"]["temperature"] = 1  # a Float sent as an int
+    made = plain_client_variables(as_int)
+    assert made is not None
+    assert made[0]["forwardedParameters"] is not as_int["data"]["forwardedParameters"]
+    assert made[0]["forwardedParameters"]["temperature"] == 1.0
+    assert made == _by_graphql_core(as_int)
