@@ -544,16 +544,22 @@ WITH created AS (
         SELECT 1 FROM created)
 ), sent AS (
     SELECT jsonb_array_elements_text(%s::jsonb) AS message_id
+), found AS (
+    -- Each id the request carries, looked up once in the (thread, message id) index. (Two
+    -- subqueries over the ids were planned as a semi join comparing every message of the
+    -- thread with every id: quadratic in the thread's length, 3 ms at 240 messages.)
+    SELECT sent.message_id, m.id AS stored, m.superseded, m.kind
+    FROM sent LEFT JOIN {MESSAGE} m
+      ON m.thread_id = (SELECT id FROM t) AND m.message_id = sent.message_id
 )
 SELECT t.id, t.owner_id, t.title,
     (SELECT json_agg(json_build_array(r.id, r.status)) FROM {RUN} r
       WHERE r.thread_id = t.id AND r.status = ANY(%s)),
-    (SELECT json_agg(sent.message_id) FROM sent WHERE NOT EXISTS (
-      SELECT 1 FROM {MESSAGE} m WHERE m.thread_id = t.id AND m.message_id = sent.message_id)),
+    (SELECT json_agg(found.message_id) FROM found WHERE found.stored IS NULL),
     (SELECT json_build_array(
-        count(*) FILTER (WHERE NOT m.superseded AND m.kind <> %s),
-        json_agg(m.message_id) FILTER (WHERE m.superseded))
-      FROM {MESSAGE} m WHERE m.thread_id = t.id AND m.message_id IN (SELECT message_id FROM sent)),
+        count(*) FILTER (WHERE NOT found.superseded AND found.kind <> %s),
+        json_agg(found.message_id) FILTER (WHERE found.superseded))
+      FROM found WHERE found.stored IS NOT NULL),
     (SELECT count(*) FILTER (WHERE NOT m.superseded AND m.kind <> %s) FROM {MESSAGE} m
       WHERE m.thread_id = t.id),
     (SELECT max(m.position) FROM {MESSAGE} m WHERE m.thread_id = t.id),

@@ -467,3 +467,47 @@ async def test_a_nul_character_from_the_model_is_stored_as_a_replacement_not_a_f
     assert (await Run.objects.aget(pk=prepared.run_id)).status == RunStatus.SUCCEEDED
     event = await RunEvent.objects.aget(run_id=prepared.run_id)
     assert event.payload == {"delta": '{"a":"x\\u0000'}  # the text of an escape is kept
+
+
+def _rows_handled(plan: dict[str, Any]) -> int:
+    """Rows every node of an EXPLAIN ANALYZE plan produced or filtered away, over its loops."""
+    loops = plan.get("Actual Loops", 1)
+    own = plan.get("Actual Rows", 0) * loops
+    own += plan.get("Rows Removed by Join Filter", 0) + plan.get("Rows Removed by Filter", 0)
+    return own + sum(_rows_handled(child) for child in plan.get("Plans", []))
+
+
+async def test_looking_up_a_long_threads_history_is_linear_in_its_length(pg: PgTurnStore) -> None:
+    # Each turn re-sends the whole history: a look-up comparing every stored message with
+    # every carried id made the 120th turn's preparation cost ten times the first's.
+    from django.db import connection
+
+    from conversations.models import MessageKind, ThreadStatus
+    from conversations.store.pg import _ACTIVE, _LOOK, _dumps
+
+    long_history = history(*[f"turn {n}" for n in range(160)])
+    await pg.prepare(turn=record("t-long", long_history), reap=never_reap)
+    await Run.objects.filter(thread__thread_id="t-long").aupdate(status=RunStatus.SUCCEEDED)
+    carried = [m.id for m in long_history if m.role != "system"] + ["m-new"]
+    now = timezone.now()
+    params = (
+        *("t-long", None, "default", str(ThreadStatus.IDLE), now, now, "t-long"),
+        _dumps(carried),
+        list(_ACTIVE),
+        str(MessageKind.AGENT_STATE),
+        str(MessageKind.AGENT_STATE),
+        None,
+    )
+
+    def explain() -> tuple[dict[str, Any], tuple[Any, ...]]:
+        with connection.cursor() as cursor:
+            cursor.execute(_LOOK, params)
+            looked = cursor.fetchone()
+            cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + _LOOK, params)
+            return cursor.fetchone()[0][0]["Plan"], looked
+
+    plan, looked = await sync_to_async(explain)()
+
+    assert looked[4] == ["m-new"]  # the one id the thread does not hold
+    assert looked[5] == [160, None]  # all current, none superseded
+    assert _rows_handled(plan) < 12 * len(carried), _rows_handled(plan)
