@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from importlib import import_module
 from pathlib import Path
 
 import dj_database_url
@@ -238,4 +239,5 @@ CELERY_BEAT_SCHEDULE = {
 # command loads the app itself (``-A copilot_runtime`` finds ``copilot_runtime.celery``).
 _executor_choice = os.environ.get("COPILOT_RUNTIME_EXECUTOR") or COPILOT_RUNTIME.get("EXECUTOR", "")
 if CELERY_WORKER_PROCESS or str(_executor_choice).strip().strip('"').lower() == "celery":
-    from copilot_runtime.celery import app as celery_app  # noqa: F401
+    # Imported for its effect: creating the app makes it Celery's current app.
+    import_module("copilot_runtime.celery")

@@ -8,11 +8,9 @@ celery executor still queues on the site's own Celery app.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.support.fresh_python import fresh_python
+
 _INFRASTRUCTURE = {"REDIS_URL", "CELERY_BROKER_URL"}
 
 
@@ -24,15 +22,7 @@ def _probe(code: str, **env: str) -> list[str]:
         if not name.startswith("COPILOT_RUNTIME_") and name not in _INFRASTRUCTURE
     }
     clean.update({"DJANGO_SETTINGS_MODULE": "copilot_runtime.settings", **env})
-    completed = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO_ROOT,
-        env=clean,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return completed.stdout.split()
+    return fresh_python(code, env=clean)
 
 
 SERVE = (
