@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,6 +111,19 @@ def run_request_cancel(*, run_id: str) -> bool:
     """Ask the process executing the run to stop it. False when the run already ended."""
     return bool(
         Run.objects.filter(pk=run_id, status__in=ACTIVE_STATUSES).update(cancel_requested=True)
+    )
+
+
+@transaction.atomic
+def runs_log_batches(*, batches: Sequence[tuple[str, list[LoggedEvent]]]) -> None:
+    """The next log entries of several runs at once, all or none (their mid-run batches,
+    written together by the event loop that executes them: copilot_runtime/engine/log_writer.py)."""
+    RunEvent.objects.bulk_create(
+        [
+            RunEvent(run_id=run_id, seq=e.seq, type=e.type, payload=e.payload)
+            for run_id, events in batches
+            for e in events
+        ]
     )
 
 

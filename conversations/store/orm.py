@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from asgiref.sync import SyncToAsync
@@ -29,6 +29,7 @@ from conversations.services.runs import (
     run_heartbeats,
     run_mark_running,
     run_record_progress,
+    runs_log_batches,
 )
 from conversations.services.threads import thread_get_or_create_for_turn
 from conversations.store import spans
@@ -113,6 +114,9 @@ class OrmTurnStore:
 
     async def record(self, *, run_id: str, thread_pk: int | None, progress: Progress) -> None:
         await on_store_thread(_record, run_id=run_id, progress=progress)
+
+    async def record_logs(self, *, batches: Sequence[tuple[str, list[LoggedEvent]]]) -> None:
+        await on_store_thread(runs_log_batches, batches=batches)
 
     async def heartbeats(self, *, run_ids: list[str]) -> set[str]:
         return await on_store_thread(run_heartbeats, run_ids=run_ids)

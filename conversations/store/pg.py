@@ -6,7 +6,8 @@ The only raw SQL of the app, kept in this module and tested against the ORM
 
 - prepare: one transaction of a few statements (thread upsert and lock, busy check, a lookup of
   only the message ids the request carries, the run, the new messages, the latest state);
-- each log batch: one transaction, pipelined (events, finished messages, states, the run's end);
+- each log batch: one statement (events, finished messages, states, the run's end); the
+  event-only batches that the runs of one event loop flush at the same moment: one statement;
 - the spans: one transaction at the end.
 
 A connection is held only while those statements run, never while the model streams, so the
@@ -368,6 +369,11 @@ class PgTurnStore:
             return
         await self._execute(_as_one_statement(parts), params, fetch=False)
 
+    async def record_logs(self, *, batches: Sequence[tuple[str, list[LoggedEvent]]]) -> None:
+        rows = [(run_id, e.seq, e.type, e.payload) for run_id, events in batches for e in events]
+        if rows:
+            await self._execute(_INSERT_LOGS, (timezone.now(), _rows(rows)), fetch=False)
+
     async def store_trace(self, *, run_id: str, trace: SpanWrite) -> None:
         await self.record(
             run_id=run_id,
@@ -601,6 +607,11 @@ WHERE id = %s
 _INSERT_EVENTS = (
     f"INSERT INTO {RUN_EVENT} (run_id, seq, type, payload, created_at)"
     " SELECT %s, (e->>0)::int, e->>1, e->2, %s FROM jsonb_array_elements(%s::jsonb) e"
+)
+# Several runs' entries: each row names its run.
+_INSERT_LOGS = (
+    f"INSERT INTO {RUN_EVENT} (run_id, seq, type, payload, created_at)"
+    " SELECT e->>0, (e->>1)::int, e->>2, e->3, %s FROM jsonb_array_elements(%s::jsonb) e"
 )
 _INSERT_OUTPUT = (
     f"INSERT INTO {MESSAGE} ({_MESSAGE_COLUMNS}) SELECT {{thread}},"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Protocol
@@ -91,6 +91,11 @@ class TurnStore(Protocol):
     async def mark_running(self, *, run_id: str, model: str) -> bool: ...
 
     async def record(self, *, run_id: str, thread_pk: int | None, progress: Progress) -> None: ...
+
+    async def record_logs(self, *, batches: Sequence[tuple[str, list[LoggedEvent]]]) -> None:
+        """The next log entries of several runs in one statement (events only: the mid-run
+        batches of the runs one event loop executes), atomic as a whole."""
+        ...
 
     async def heartbeats(self, *, run_ids: list[str]) -> set[str]:
         """Renew the heartbeats of the runs this process executes, in one statement; the ids

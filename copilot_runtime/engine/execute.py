@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +30,7 @@ from copilot_runtime.engine.hooks import (
     after_request_configured,
     call_after_request,
 )
+from copilot_runtime.engine.log_writer import log_writer_for_loop, next_flush_at
 from copilot_runtime.engine.recorder import CANCELLED_REASON, STREAM_ERROR_REASON, RunRecorder
 from copilot_runtime.engine.relay import CANCEL_MESSAGE, announce_batch, run_control_group
 from copilot_runtime.errors import CopilotKitError
@@ -74,7 +74,8 @@ class _Flusher:
         self._unwritten: list[Progress] = []
         self._closed = asyncio.Event()
         # Without a first write at once, the first batch waits a whole interval too.
-        self._last_flush = 0.0 if first_token_at_once else time.monotonic()
+        # On the event loop's clock (the flush timers' clock).
+        self._last_flush = 0.0 if first_token_at_once else asyncio.get_running_loop().time()
         self._flushed_first = False
 
     def poke(self) -> None:
@@ -90,12 +91,15 @@ class _Flusher:
             if (self._flushed_first or not self._first_token_at_once) and not (
                 self._closing or first_token
             ):
-                # Coalesce: at most one write per interval, except for the first token. The run's
-                # end cuts the wait short: close() writes what is left at once.
-                delay = self._interval - (time.monotonic() - self._last_flush)
-                if delay > 0:
+                # Coalesce: at most one write per interval, except for the first token, on the
+                # grid all the loop's runs share: their timers are due at the very same loop
+                # time, so they wake in one turn of the loop and their batches go out as one
+                # statement. The run's end cuts the wait short: close() writes what is left.
+                due = next_flush_at(last_flush=self._last_flush, interval=self._interval)
+                if due > asyncio.get_running_loop().time():
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._closed.wait(), delay)
+                        async with asyncio.timeout_at(due):
+                            await self._closed.wait()
             if self._closing:
                 return
             try:
@@ -119,7 +123,7 @@ class _Flusher:
         if first_position is not None:
             self._next_position = first_position + len(batch.messages)
         self._flushed_first = True
-        self._last_flush = time.monotonic()
+        self._last_flush = asyncio.get_running_loop().time()
         progress = Progress(
             events=batch.events,
             messages=batch.messages,
@@ -130,6 +134,22 @@ class _Flusher:
             first_position=first_position,
             trace=trace,
         )
+        if (
+            outcome is None
+            and trace is None
+            and not self._unwritten
+            and not batch.messages
+            and not batch.agent_states
+            and batch.first_token_at is None
+        ):
+            # The common batch while the model streams (events only): logged and announced with
+            # the batches the loop's other runs flush at the same moment.
+            try:
+                await log_writer_for_loop().write(run_id=self._recorder.run_id, events=batch.events)
+            except Exception:
+                self._unwritten.append(progress)
+                raise
+            return  # logged and announced
         # Earlier batches whose write failed go first, so the log stays in order.
         while self._unwritten:
             await self._store.record(

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from channels.layers import get_channel_layer
@@ -21,6 +21,7 @@ from channels.layers import get_channel_layer
 from conversations.selectors import run_log_read
 from conversations.services.runs import LoggedEvent
 from conversations.store import turn_store
+from copilot_runtime.engine.layer_publish import group_send_many
 from copilot_runtime.events import RunFinished
 
 logger = logging.getLogger(__name__)
@@ -43,19 +44,35 @@ def run_control_group(run_id: str) -> str:
     return "runctl." + hashlib.sha1(run_id.encode()).hexdigest()
 
 
+def _batch_message(events: list[LoggedEvent]) -> dict[str, Any]:
+    return {
+        "type": BATCH_MESSAGE,
+        "events": [[event.seq, event.type, event.payload] for event in events],
+    }
+
+
 async def announce_batch(run_id: str, events: list[LoggedEvent]) -> None:
     """Tell followers a batch was logged. Best effort: the log already has it."""
     layer = get_channel_layer()
     if layer is None or not events:
         return
-    message = {
-        "type": BATCH_MESSAGE,
-        "events": [[event.seq, event.type, event.payload] for event in events],
-    }
     try:
-        await layer.group_send(run_group(run_id), message)
+        await layer.group_send(run_group(run_id), _batch_message(events))
     except Exception:  # a layer outage must not fail the run; followers read the log
         logger.warning("could not announce a batch of run %s", run_id, exc_info=True)
+
+
+async def announce_batches(batches: Sequence[tuple[str, list[LoggedEvent]]]) -> None:
+    """``announce_batch`` for several runs' batches logged together: one round trip on a
+    Redis pub/sub layer (copilot_runtime/engine/layer_publish.py)."""
+    layer = get_channel_layer()
+    messages = [(run_group(run_id), _batch_message(events)) for run_id, events in batches if events]
+    if layer is None or not messages:
+        return
+    try:
+        await group_send_many(layer, messages)
+    except Exception:  # as above: followers read what they missed from the log
+        logger.warning("could not announce the batches of %d runs", len(messages), exc_info=True)
 
 
 async def announce_cancel(run_id: str) -> None:

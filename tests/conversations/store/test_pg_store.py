@@ -387,6 +387,62 @@ async def test_a_follower_reads_the_same_log_through_either_store(pg: PgTurnStor
     assert [e.seq for e in between] == [2]
 
 
+async def test_several_runs_log_batches_are_written_like_the_orm_writes_them(
+    pg: PgTurnStore,
+) -> None:
+    orm = OrmTurnStore()
+    logged: list[list[tuple[Any, ...]]] = []
+    for store, prefix in ((pg, "many-sql"), (orm, "many-orm")):
+        run_ids = [
+            (
+                await store.prepare(turn=record(f"{prefix}-{n}", history("q")), reap=never_reap)
+            ).run_id
+            for n in range(3)
+        ]
+        await store.record_logs(
+            batches=[
+                (run_ids[0], [LoggedEvent(seq=1, type="text_start", payload={"message_id": "a"})]),
+                (
+                    run_ids[1],
+                    [
+                        LoggedEvent(seq=4, type="text_delta", payload={"delta": "x y"}),
+                        LoggedEvent(seq=5, type="text_delta", payload={"delta": "é"}),
+                    ],
+                ),
+                (run_ids[2], []),
+            ]
+        )
+
+        def log(run_ids: list[str] = run_ids) -> list[tuple[Any, ...]]:
+            rows = RunEvent.objects.filter(run_id__in=run_ids).order_by("run__thread_id", "seq")
+            return [
+                (run_ids.index(e.run_id), e.seq, e.type, e.payload, e.created_at is not None)
+                for e in rows
+            ]
+
+        logged.append(await sync_to_async(log)())
+    assert logged[0] == logged[1]
+    assert [row[:3] for row in logged[0]] == [
+        (0, 1, "text_start"),
+        (1, 4, "text_delta"),
+        (1, 5, "text_delta"),
+    ]
+
+
+async def test_several_runs_log_batches_are_one_statement_that_fails_as_a_whole(
+    pg: PgTurnStore,
+) -> None:
+    prepared = await pg.prepare(turn=record("many-fail", history("q")), reap=never_reap)
+    with pytest.raises(IntegrityError):
+        await pg.record_logs(
+            batches=[
+                (prepared.run_id, [LoggedEvent(seq=1, type="text_start", payload={})]),
+                ("no-such-run", [LoggedEvent(seq=1, type="text_start", payload={})]),
+            ]
+        )
+    assert await RunEvent.objects.filter(run_id=prepared.run_id).acount() == 0
+
+
 async def test_heartbeats_tell_which_runs_were_asked_to_stop(pg: PgTurnStore) -> None:
     runs = []
     for thread in ("t-hb-1", "t-hb-2"):

@@ -60,6 +60,10 @@ async function main() {
     } catch {
       result.replied = false;
     }
+    // The reply shows while its response may still be streaming (the run's end follows the
+    // last token): let the page's requests finish, as a person reading the reply would,
+    // rather than close the page under them (the browser reports those as aborted).
+    await page.waitForLoadState("networkidle", { timeout: 5000 }).catch(() => {});
     result.bodyText = await page.evaluate(() => document.body.innerText);
   } finally {
     await context.close();

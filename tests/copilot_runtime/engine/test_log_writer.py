@@ -1,0 +1,224 @@
+"""The mid-run log batches of the runs on one event loop are written (and announced) together.
+
+The store is the real one; its ``record_logs`` is wrapped only to see which batches each
+statement carried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.contrib.auth.models import AnonymousUser
+from django.test import override_settings
+
+from conversations.models import Run, RunEvent, RunStatus, Thread
+from conversations.services.runs import LoggedEvent
+from conversations.store import turn_store
+from copilot_runtime.engine.log_writer import LoopLogWriter, log_writer_for_loop, next_flush_at
+from copilot_runtime.engine.relay import BATCH_MESSAGE, run_group
+from copilot_runtime.engine.service import turn_start
+from copilot_runtime.events import RunFinished
+from copilot_runtime.graphql.turn_input import parse_generate_input
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+IN_MEMORY_LAYER = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+
+class Statements:
+    """The batches of each ``record_logs`` call, as (run id, seqs)."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[tuple[str, list[int]]]] = []
+        self.hold: asyncio.Event | None = None  # set: the first call waits for it
+        self.called = asyncio.Event()
+
+    def runs_per_call(self) -> list[list[str]]:
+        return [[run_id for run_id, _ in call] for call in self.calls]
+
+
+@pytest.fixture
+def statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[Statements]:
+    seen = Statements()
+    store_class = type(turn_store())
+    original = store_class.record_logs
+
+    async def recording(self: Any, *, batches: Any) -> None:
+        seen.calls.append([(run_id, [e.seq for e in events]) for run_id, events in batches])
+        seen.called.set()
+        if seen.hold is not None and len(seen.calls) == 1:
+            await seen.hold.wait()
+        await original(self, batches=batches)
+
+    monkeypatch.setattr(store_class, "record_logs", recording)
+    with override_settings(CHANNEL_LAYERS=IN_MEMORY_LAYER):
+        yield seen
+
+
+async def make_runs(*names: str) -> list[str]:
+    for name in names:
+        thread = await Thread.objects.acreate(thread_id=f"thread-{name}")
+        await Run.objects.acreate(id=name, thread=thread, status=RunStatus.RUNNING)
+    return list(names)
+
+
+def deltas(*seqs: int) -> list[LoggedEvent]:
+    return [LoggedEvent(seq=seq, type="text_delta", payload={"delta": f"w{seq}"}) for seq in seqs]
+
+
+async def logged(run_id: str) -> list[int]:
+    return [
+        seq async for seq in RunEvent.objects.filter(run_id=run_id).values_list("seq", flat=True)
+    ]
+
+
+def test_every_run_flushes_at_the_same_points_of_the_interval_grid() -> None:
+    interval = 0.03
+    # Two runs whose last writes fell in the same interval are due at the very same moment
+    # (their timers then fire together): equal floats, not merely close ones.
+    assert next_flush_at(last_flush=100.001, interval=interval) == next_flush_at(
+        last_flush=100.019, interval=interval
+    )
+    due = next_flush_at(last_flush=100.001, interval=interval)
+    assert 100.001 < due <= 100.001 + interval
+    # A write on a grid point waits for the next one: at most one write per interval.
+    assert next_flush_at(last_flush=due, interval=interval) > due
+
+
+async def test_batches_handed_over_in_one_turn_of_the_loop_are_one_statement(
+    statements: Statements,
+) -> None:
+    runs = await make_runs("a", "b", "c")
+    writer = LoopLogWriter()
+    await asyncio.gather(
+        writer.write(run_id="a", events=deltas(1, 2)),
+        writer.write(run_id="b", events=deltas(1)),
+        writer.write(run_id="c", events=deltas(7)),
+    )
+    assert statements.runs_per_call() == [runs]
+    assert [await logged(run) for run in runs] == [[1, 2], [1], [7]]
+
+
+async def test_batches_handed_over_during_a_write_are_the_next_statement(
+    statements: Statements,
+) -> None:
+    await make_runs("a", "b", "c", "d")
+    statements.hold = asyncio.Event()
+    writer = LoopLogWriter()
+    first = asyncio.create_task(writer.write(run_id="a", events=deltas(1)))
+    await statements.called.wait()
+    later = [
+        asyncio.create_task(writer.write(run_id=run, events=deltas(1))) for run in ("b", "c", "d")
+    ]
+    await asyncio.sleep(0.05)
+    assert statements.runs_per_call() == [["a"]]  # one write in flight at a time
+    statements.hold.set()
+    await asyncio.gather(first, *later)
+    assert statements.runs_per_call() == [["a"], ["b", "c", "d"]]
+
+
+async def test_a_batch_that_cannot_be_logged_fails_its_own_run_only(
+    statements: Statements,
+) -> None:
+    await make_runs("a", "b")
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    for run in ("a", "ghost", "b"):
+        await layer.group_add(run_group(run), channel)
+    writer = LoopLogWriter()
+    results = await asyncio.gather(
+        writer.write(run_id="a", events=deltas(1)),
+        writer.write(run_id="ghost", events=deltas(1)),  # no such run: a foreign key error
+        writer.write(run_id="b", events=deltas(1)),
+        return_exceptions=True,
+    )
+    assert results[0] is None and results[2] is None
+    assert isinstance(results[1], Exception)
+    # The statement for all three failed as a whole; each was then written on its own.
+    assert statements.runs_per_call() == [["a", "ghost", "b"], ["a"], ["ghost"], ["b"]]
+    assert [await logged("a"), await logged("b")] == [[1], [1]]
+    # Only what was logged is announced.
+    announced = []
+    while True:
+        try:
+            message = await asyncio.wait_for(layer.receive(channel), 0.2)
+        except TimeoutError:
+            break
+        assert message["type"] == BATCH_MESSAGE
+        announced.append(message["events"])
+    assert announced == [[[1, "text_delta", {"delta": "w1"}]]] * 2
+
+
+def _request(text: str, *, thread_id: str) -> Any:
+    return parse_generate_input(
+        {
+            "threadId": thread_id,
+            "frontend": {"actions": []},
+            "messages": [
+                {
+                    "id": f"{thread_id}-u1",
+                    "createdAt": "2025-01-01T00:00:00.000Z",
+                    "textMessage": {"content": text, "role": "user"},
+                }
+            ],
+            "metadata": {"requestType": "Chat"},
+        },
+        {},
+    )
+
+
+async def test_runs_streaming_at_once_share_their_log_writes(
+    statements: Statements, fake_upstream: Any
+) -> None:
+    directive = "FAKE: " + orjson.dumps({"tokens": 40, "delay_ms": 5}).decode()
+    with override_settings(
+        COPILOT_RUNTIME={
+            "OPENAI_API_KEY": "test",
+            "OPENAI_BASE_URL": fake_upstream.base_url,
+            "OPENAI_MAX_RETRIES": 0,
+            "INLINE_EVENT_FLUSH_MS": 20,
+        }
+    ):
+        started = [
+            await turn_start(
+                user=AnonymousUser(),
+                request=_request(directive, thread_id=f"t{n}"),
+                protocol="graphql",
+            )
+            for n in range(3)
+        ]
+        for turn in started:
+            while (event := await asyncio.wait_for(turn.events.get(), 10)) is not None:
+                last = event
+            assert isinstance(last, RunFinished)
+        for _ in range(200):  # the run's end is written after its last event is published
+            if all([(await Run.objects.aget(pk=t.run_id)).is_finished for t in started]):
+                break
+            await asyncio.sleep(0.025)
+    run_ids = {turn.run_id for turn in started}
+    calls = statements.runs_per_call()
+    # Their flush timers fall due at the same moments: once all three stream, each write
+    # carries all three (unaligned, nearly every write carried one run).
+    assert sum(set(call) == run_ids for call in calls) >= len(calls) / 2, calls
+    for turn in started:
+        seqs = await logged(turn.run_id)
+        assert seqs == list(range(1, len(seqs) + 1))  # whole and in order
+        assert (await sync_to_async(RunEvent.objects.filter(run_id=turn.run_id).last)()).type == (
+            RunFinished.type
+        )
+
+
+async def test_each_event_loop_has_its_own_writer() -> None:
+    assert log_writer_for_loop() is log_writer_for_loop()
+    other = await asyncio.to_thread(lambda: asyncio.run(_writer_of_new_loop()))
+    assert other is not log_writer_for_loop()
+
+
+async def _writer_of_new_loop() -> LoopLogWriter:
+    return log_writer_for_loop()
