@@ -13,19 +13,21 @@ real Redis. Any other layer sends one message at a time, through its public API.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any
 
-try:
-    from channels_redis.pubsub import RedisPubSubChannelLayer
-except ImportError:  # channels_redis is optional: the in-memory layer needs none
-    RedisPubSubChannelLayer = None
+
+def _is_redis_pubsub(layer: Any) -> bool:
+    # Never imported here: a process on another layer does not load redis-py (~15 MiB).
+    pubsub = sys.modules.get("channels_redis.pubsub")
+    return pubsub is not None and isinstance(layer, pubsub.RedisPubSubChannelLayer)
 
 
 async def group_send_many(layer: Any, messages: Sequence[tuple[str, dict[str, Any]]]) -> None:
     """``layer.group_send(group, message)`` for each pair, in as few round trips as the layer
     allows. Raises what the layer raised (the caller decides what a lost message costs)."""
-    if RedisPubSubChannelLayer is None or not isinstance(layer, RedisPubSubChannelLayer):
+    if not _is_redis_pubsub(layer):
         for group, message in messages:
             await layer.group_send(group, message)
         return

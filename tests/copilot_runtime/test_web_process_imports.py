@@ -1,8 +1,9 @@
 """What a web process of the standalone site loads: only what its configuration uses.
 
-Celery and httpx are 6-7 and 4-5 MiB of a web process's memory. The inline executor never
-queues a run and local agents never call a peer, so neither is loaded until it is used; the
-celery executor still queues on the site's own Celery app.
+Celery, httpx and redis-py are 6-7, 4-5 and about 15 MiB of a web process's memory. The inline
+executor never queues a run, local agents never call a peer and the in-memory channel layer
+needs no Redis, so none is loaded until it is used; the celery executor still queues on the
+site's own Celery app.
 """
 
 from __future__ import annotations
@@ -28,12 +29,12 @@ def _probe(code: str, **env: str) -> list[str]:
 SERVE = (
     "import sys\n"
     "import copilot_runtime.asgi\n"
-    "print(*(name in sys.modules for name in ('celery', 'kombu', 'httpx')))\n"
+    "print(*(name in sys.modules for name in ('celery', 'kombu', 'httpx', 'redis')))\n"
 )
 
 
-def test_a_web_process_on_the_inline_executor_loads_neither_celery_nor_httpx() -> None:
-    assert _probe(SERVE) == ["False", "False", "False"]
+def test_a_web_process_on_the_inline_executor_loads_no_celery_httpx_or_redis() -> None:
+    assert _probe(SERVE) == ["False", "False", "False", "False"]
 
 
 def test_a_web_process_on_the_celery_executor_queues_on_the_sites_celery_app() -> None:
@@ -44,7 +45,7 @@ def test_a_web_process_on_the_celery_executor_queues_on_the_sites_celery_app() -
     loaded = _probe(code, COPILOT_RUNTIME_EXECUTOR="celery", REDIS_URL="redis://127.0.0.1:9/0")
 
     assert loaded[:2] == ["True", "True"]
-    assert loaded[3:] == ["copilot_runtime", "redis://127.0.0.1:9/0"]
+    assert loaded[4:] == ["copilot_runtime", "redis://127.0.0.1:9/0"]
 
 
 def test_the_celery_command_finds_the_sites_app_that_the_settings_did_not_load() -> None:
