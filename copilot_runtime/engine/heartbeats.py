@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
 from collections.abc import Callable
 
 from conversations.store import turn_store
 from copilot_runtime.conf import runtime_setting
+from copilot_runtime.engine.per_loop import PerLoop
 
 logger = logging.getLogger(__name__)
 
@@ -57,15 +57,9 @@ class LoopHeartbeat:
         self._task = None
 
 
-_beats: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopHeartbeat] = (
-    weakref.WeakKeyDictionary()
-)
+_beats: PerLoop[LoopHeartbeat] = PerLoop(LoopHeartbeat)
 
 
 def heartbeat_for_loop() -> LoopHeartbeat:
     """The heartbeat of the running event loop (created on first use)."""
-    loop = asyncio.get_running_loop()
-    beat = _beats.get(loop)
-    if beat is None:
-        beat = _beats[loop] = LoopHeartbeat()
-    return beat
+    return _beats.get()

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import math
-import weakref
 
 from conversations.services.runs import LoggedEvent
 from conversations.store import turn_store
+from copilot_runtime.engine.per_loop import PerLoop
 from copilot_runtime.engine.relay import announce_batches
 
 
@@ -112,15 +112,9 @@ def _settle(done: asyncio.Future[None], error: BaseException | None) -> None:
         done.set_exception(error)
 
 
-_writers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopLogWriter] = (
-    weakref.WeakKeyDictionary()
-)
+_writers: PerLoop[LoopLogWriter] = PerLoop(LoopLogWriter)
 
 
 def log_writer_for_loop() -> LoopLogWriter:
     """The log writer of the running event loop (created on first use)."""
-    loop = asyncio.get_running_loop()
-    writer = _writers.get(loop)
-    if writer is None:
-        writer = _writers[loop] = LoopLogWriter()
-    return writer
+    return _writers.get()
