@@ -5,7 +5,8 @@ while a worker relays the run, 250 ms inline). Written one run at a time, fifty 
 worker made about 1,650 statements a second, and each statement's round trip cost that
 worker's one event loop more than the model's tokens did (py-spy). Flushers wake on a common
 grid of their interval instead (``next_flush_at``), and the event-only batches handed over in
-the same turn of the loop go to the database as one statement.
+the same turn of the loop, or while the previous write was in flight, go to the database as
+one statement, and to the channel layer as one round trip (``announce_batches``).
 
 A statement for many runs fails for all of them: it is then retried run by run, so that one
 run's bad batch (a run deleted meanwhile) fails that run's flusher alone, which keeps it and
