@@ -73,8 +73,8 @@ class _Flusher:
         self._closing = False
         self._unwritten: list[Progress] = []
         self._closed = asyncio.Event()
-        # Without a first write at once, the first batch waits a whole interval too.
-        # On the event loop's clock (the flush timers' clock).
+        # Without a first write at once, the first batch waits for the next point of the grid
+        # too (at most an interval). On the event loop's clock, the flush timers' clock.
         self._last_flush = 0.0 if first_token_at_once else asyncio.get_running_loop().time()
         self._flushed_first = False
 

@@ -1,13 +1,14 @@
 """The mid-run log batches of the runs on one event loop are written (and announced) together.
 
-The store is the real one; its ``record_logs`` is wrapped only to see which batches each
-statement carried.
+Each test runs on both stores: the ORM one and the raw SQL one that serves PostgreSQL in
+production. Their ``record_logs`` is wrapped only to see which batches each statement carried
+(and, where a test says so, to refuse one).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import orjson
@@ -19,7 +20,8 @@ from django.test import override_settings
 
 from conversations.models import Run, RunEvent, RunStatus, Thread
 from conversations.services.runs import LoggedEvent
-from conversations.store import turn_store
+from conversations.store import turn_store, turn_store_close
+from copilot_runtime.conf import runtime_settings
 from copilot_runtime.engine.log_writer import LoopLogWriter, log_writer_for_loop, next_flush_at
 from copilot_runtime.engine.relay import BATCH_MESSAGE, run_group
 from copilot_runtime.engine.service import turn_start
@@ -37,16 +39,23 @@ class Statements:
     def __init__(self) -> None:
         self.calls: list[list[tuple[str, list[int]]]] = []
         self.hold: asyncio.Event | None = None  # set: the first call waits for it
+        self.refuse_first = False  # the first call fails, as a database that hiccuped
         self.called = asyncio.Event()
 
     def runs_per_call(self) -> list[list[str]]:
         return [[run_id for run_id, _ in call] for call in self.calls]
 
 
-@pytest.fixture
-def statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[Statements]:
+@pytest.fixture(params=["orm", "sql"])
+def statements(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Statements]:
+    # tests/conftest.py makes the in-process store the ORM one; "auto" is the SQL one here.
+    monkeypatch.setenv("COPILOT_RUNTIME_TURN_STORE", "orm" if request.param == "orm" else "auto")
+    runtime_settings.cache_clear()
     seen = Statements()
     store_class = type(turn_store())
+    assert store_class.__name__ == {"orm": "OrmTurnStore", "sql": "PgTurnStore"}[request.param]
     original = store_class.record_logs
 
     async def recording(self: Any, *, batches: Any) -> None:
@@ -54,11 +63,23 @@ def statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[Statements]:
         seen.called.set()
         if seen.hold is not None and len(seen.calls) == 1:
             await seen.hold.wait()
+        if seen.refuse_first and len(seen.calls) == 1:
+            raise RuntimeError("the database refused the batch")
         await original(self, batches=batches)
 
     monkeypatch.setattr(store_class, "record_logs", recording)
-    with override_settings(CHANNEL_LAYERS=IN_MEMORY_LAYER):
-        yield seen
+    try:
+        with override_settings(CHANNEL_LAYERS=IN_MEMORY_LAYER):
+            yield seen
+    finally:
+        monkeypatch.undo()
+        runtime_settings.cache_clear()  # read again without this test's store
+
+
+@pytest.fixture(autouse=True)
+async def _close_sql_pools() -> AsyncIterator[None]:
+    yield
+    await turn_store_close()  # the SQL store's pool, opened on this test's loop
 
 
 async def make_runs(*names: str) -> list[str]:
@@ -173,9 +194,9 @@ def _request(text: str, *, thread_id: str) -> Any:
     )
 
 
-async def test_runs_streaming_at_once_share_their_log_writes(
-    statements: Statements, fake_upstream: Any
-) -> None:
+async def stream_runs(fake_upstream: Any, count: int) -> list[str]:
+    """``count`` runs streaming at once (40 tokens 5 ms apart, flushed every 20 ms), to their
+    end; their run ids."""
     directive = "FAKE: " + orjson.dumps({"tokens": 40, "delay_ms": 5}).decode()
     with override_settings(
         COPILOT_RUNTIME={
@@ -191,7 +212,7 @@ async def test_runs_streaming_at_once_share_their_log_writes(
                 request=_request(directive, thread_id=f"t{n}"),
                 protocol="graphql",
             )
-            for n in range(3)
+            for n in range(count)
         ]
         for turn in started:
             while (event := await asyncio.wait_for(turn.events.get(), 10)) is not None:
@@ -201,17 +222,35 @@ async def test_runs_streaming_at_once_share_their_log_writes(
             if all([(await Run.objects.aget(pk=t.run_id)).is_finished for t in started]):
                 break
             await asyncio.sleep(0.025)
-    run_ids = {turn.run_id for turn in started}
+    return [turn.run_id for turn in started]
+
+
+async def assert_logged_whole(run_id: str) -> None:
+    seqs = await logged(run_id)
+    assert seqs == list(range(1, len(seqs) + 1))  # no gap, in order
+    last = await sync_to_async(RunEvent.objects.filter(run_id=run_id).order_by("seq").last)()
+    assert last is not None and last.type == RunFinished.type
+
+
+async def test_runs_streaming_at_once_share_their_log_writes(
+    statements: Statements, fake_upstream: Any
+) -> None:
+    run_ids = set(await stream_runs(fake_upstream, 3))
     calls = statements.runs_per_call()
     # Their flush timers fall due at the same moments: once all three stream, each write
     # carries all three (unaligned, nearly every write carried one run).
     assert sum(set(call) == run_ids for call in calls) >= len(calls) / 2, calls
-    for turn in started:
-        seqs = await logged(turn.run_id)
-        assert seqs == list(range(1, len(seqs) + 1))  # whole and in order
-        assert (await sync_to_async(RunEvent.objects.filter(run_id=turn.run_id).last)()).type == (
-            RunFinished.type
-        )
+    for run_id in run_ids:
+        await assert_logged_whole(run_id)
+
+
+async def test_a_mid_run_batch_that_could_not_be_logged_is_kept_and_logged_next(
+    statements: Statements, fake_upstream: Any
+) -> None:
+    statements.refuse_first = True
+    (run_id,) = await stream_runs(fake_upstream, 1)
+    assert statements.calls and statements.calls[0][0][0] == run_id  # it was refused
+    await assert_logged_whole(run_id)  # written later, before the batches after it
 
 
 async def test_each_event_loop_has_its_own_writer() -> None:
