@@ -2,7 +2,8 @@
 
 This is the body every executor runs (an in-process task today; a Celery worker later). The
 stream is never held up by the database: events are published at once and written by a
-flusher in small batches (the first token at once, then every ``EVENT_FLUSH_MS``).
+flusher in small batches (every ``EVENT_FLUSH_MS``, and the first token at once when followers
+elsewhere read the run from its log).
 """
 
 from __future__ import annotations
@@ -72,36 +73,40 @@ class _Flusher:
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self._unwritten: list[Progress] = []
-        self._closed = asyncio.Event()
-        # Without a first write at once, the first batch waits for the next point of the grid
-        # too (at most an interval). On the event loop's clock, the flush timers' clock.
-        self._last_flush = 0.0 if first_token_at_once else asyncio.get_running_loop().time()
-        self._flushed_first = False
+        # Cuts a wait for the grid short: the run's end, or (relayed) its first token.
+        self._hurry = asyncio.Event()
+        # The first batch waits for the next point of the grid too (at most an interval). On
+        # the event loop's clock, the flush timers' clock.
+        self._last_flush = asyncio.get_running_loop().time()
 
     def poke(self) -> None:
         if self._task is None:
             self._task = asyncio.create_task(self._loop())
         self._wake.set()
+        if self._first_token_at_once and self._recorder.first_token_pending:
+            self._hurry.set()
 
     async def _loop(self) -> None:
         while not self._closing:
             await self._wake.wait()
             self._wake.clear()
             first_token = self._first_token_at_once and self._recorder.first_token_pending
-            if (self._flushed_first or not self._first_token_at_once) and not (
-                self._closing or first_token
-            ):
+            if not (self._closing or first_token):
                 # Coalesce: at most one write per interval, except for the first token, on the
                 # grid all the loop's runs share: their timers are due at the very same loop
                 # time, so they wake in one turn of the loop and their batches go out as one
                 # statement. The run's end cuts the wait short: close() writes what is left.
+                # Relayed, so does the first token: what the run emitted before the model
+                # answered goes out with it, in one write and one announcement, instead of a
+                # write the first token would then queue behind.
                 due = next_flush_at(last_flush=self._last_flush, interval=self._interval)
                 if due > asyncio.get_running_loop().time():
                     with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout_at(due):
-                            await self._closed.wait()
+                            await self._hurry.wait()
             if self._closing:
                 return
+            self._hurry.clear()
             try:
                 await self._write()
             except Exception:
@@ -122,7 +127,6 @@ class _Flusher:
         first_position = self._next_position
         if first_position is not None:
             self._next_position = first_position + len(batch.messages)
-        self._flushed_first = True
         self._last_flush = asyncio.get_running_loop().time()
         progress = Progress(
             events=batch.events,
@@ -185,7 +189,7 @@ class _Flusher:
         """Write everything still pending, and the run's end (with its spans), after any
         write in progress."""
         self._closing = True
-        self._closed.set()
+        self._hurry.set()
         self._wake.set()
         if self._task is not None:
             await self._task

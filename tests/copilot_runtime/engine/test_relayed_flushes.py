@@ -1,0 +1,137 @@
+"""When a run executed for followers elsewhere (a Celery worker) writes its events.
+
+Such a run reaches its followers only through the log, so each write is on the way of its
+tokens: the first token is written at once, and what the run emitted before it goes out with
+it rather than in a write of its own that the first token would queue behind. A model slow to
+answer does not hold those earlier events back longer than one flush interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import pytest
+from django.contrib.auth.models import AnonymousUser
+from django.test import override_settings
+
+from conversations.models import RunEvent, RunStatus
+from conversations.store import turn_store
+from copilot_runtime.engine.execute import run_execute
+from copilot_runtime.engine.service import turn_prepare
+from copilot_runtime.events.request import TurnRequest
+from copilot_runtime.graphql.turn_input import parse_generate_input
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TEXT_DELTA = "text_delta"
+
+
+class Writes:
+    """The event types of each write of the run's log, in order, with the loop time of each."""
+
+    def __init__(self) -> None:
+        self.types: list[list[str]] = []
+        self.times: list[float] = []
+
+    def add(self, types: list[str]) -> None:
+        if types:
+            self.types.append(types)
+            self.times.append(asyncio.get_running_loop().time())
+
+    def first_with_a_token(self) -> int:
+        return next(i for i, types in enumerate(self.types) if TEXT_DELTA in types)
+
+
+@pytest.fixture
+def writes(monkeypatch: pytest.MonkeyPatch) -> Iterator[Writes]:
+    seen = Writes()
+    store_class = type(turn_store())
+    record, record_logs = store_class.record, store_class.record_logs
+
+    async def recording(self: Any, *, run_id: str, thread_pk: Any, progress: Any) -> None:
+        seen.add([event.type for event in progress.events])
+        await record(self, run_id=run_id, thread_pk=thread_pk, progress=progress)
+
+    async def recording_logs(self: Any, *, batches: Any) -> None:
+        for _, events in batches:
+            seen.add([event.type for event in events])
+        await record_logs(self, batches=batches)
+
+    monkeypatch.setattr(store_class, "record", recording)
+    monkeypatch.setattr(store_class, "record_logs", recording_logs)
+    yield seen
+
+
+def _request(tokens: int, delay_ms: int) -> TurnRequest:
+    directive = "FAKE: " + orjson.dumps({"tokens": tokens, "delay_ms": delay_ms}).decode()
+    return parse_generate_input(
+        {
+            "threadId": f"relayed-{tokens}-{delay_ms}",
+            "frontend": {"actions": []},
+            "messages": [
+                {
+                    "id": "u1",
+                    "createdAt": "2025-01-01T00:00:00.000Z",
+                    "textMessage": {"content": directive, "role": "user"},
+                }
+            ],
+            "metadata": {"requestType": "Chat"},
+        },
+        {},
+    )
+
+
+async def _execute_as_a_worker(
+    fake_upstream: Any, *, tokens: int, delay_ms: int, flush_ms: int
+) -> str:
+    """The run executed as a worker executes it: no watcher in this process. Its run id."""
+    request = _request(tokens, delay_ms)
+    with override_settings(
+        COPILOT_RUNTIME={
+            "OPENAI_API_KEY": "test",
+            "OPENAI_BASE_URL": fake_upstream.base_url,
+            "OPENAI_MAX_RETRIES": 0,
+            "EVENT_FLUSH_MS": flush_ms,
+        }
+    ):
+        prepared = await turn_prepare(user=AnonymousUser(), request=request, protocol="graphql")
+        status = await asyncio.wait_for(
+            run_execute(run_id=prepared.run_id, thread_id=prepared.thread_id, request=request),
+            30,
+        )
+    assert status == RunStatus.SUCCEEDED
+    return prepared.run_id
+
+
+async def _logged_types(run_id: str) -> list[str]:
+    rows = RunEvent.objects.filter(run_id=run_id).order_by("seq").values_list("type", flat=True)
+    return [event_type async for event_type in rows]
+
+
+async def test_the_events_before_the_first_token_are_written_with_it(
+    fake_upstream: Any, writes: Writes
+) -> None:
+    # A long interval: nothing but the first token and the run's end cuts it short.
+    run_id = await _execute_as_a_worker(fake_upstream, tokens=5, delay_ms=20, flush_ms=2000)
+    logged = await _logged_types(run_id)
+    before_token = logged[: logged.index(TEXT_DELTA)]
+    assert before_token  # the run emits events before the model's first token
+    # One write carries them and the first token (written at once, not at the interval).
+    assert writes.first_with_a_token() == 0, writes.types
+    assert writes.types[0][: len(before_token) + 1] == [*before_token, TEXT_DELTA]
+    assert [t for batch in writes.types for t in batch] == logged  # each event written once
+
+
+async def test_a_model_slow_to_answer_holds_the_earlier_events_one_interval_at_most(
+    fake_upstream: Any, writes: Writes
+) -> None:
+    started = asyncio.get_running_loop().time()
+    # The first token comes 400 ms after the model call; the interval is 50 ms.
+    run_id = await _execute_as_a_worker(fake_upstream, tokens=2, delay_ms=400, flush_ms=50)
+    logged = await _logged_types(run_id)
+    assert writes.first_with_a_token() == 1, writes.types  # the earlier events went first
+    assert writes.types[0] == logged[: len(writes.types[0])]
+    assert writes.times[0] - started < 0.3  # well before the first token
