@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import sys
 import threading
 from typing import Any
 
@@ -54,6 +55,26 @@ def test_runs_handed_over_by_several_task_threads_interleave_on_one_loop() -> No
 
     assert results == {"a": "a", "b": "b"}
     assert ran_on == {"a": "copilot-runs", "b": "copilot-runs"}
+
+
+def test_the_runs_loop_is_uvloops_where_it_is_installed() -> None:
+    import uvloop
+
+    loop = tasks._process_loop()
+    assert isinstance(loop, uvloop.Loop)
+    assert loop.is_running()
+
+
+def test_without_uvloop_the_runs_loop_is_asyncios(monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvloop
+
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # as if not installed: the import fails
+    loop = tasks._new_loop()
+    try:
+        assert isinstance(loop, asyncio.BaseEventLoop)
+        assert not isinstance(loop, uvloop.Loop)
+    finally:
+        loop.close()
 
 
 @pytest.mark.usefixtures("collector_restored")
