@@ -270,8 +270,9 @@ async def run_execute(
         run_id=run_id, thread_id=thread_id, request=request, model=model, provider=adapter.name
     )
     # Executed where it is streamed (inline), the log is read only by clients that re-attach:
-    # written less often. Relayed from a worker, the log's batches are the stream's pace.
-    # Its first token then waits for the first batch too, instead of a write of its own.
+    # written less often, the first token on the grid like the rest. Relayed from a worker,
+    # the log's batches are the stream's pace, and the first token is written at once (with
+    # whatever the run emitted before it).
     flush_ms = runtime_setting("INLINE_EVENT_FLUSH_MS" if publish else "EVENT_FLUSH_MS")
     flusher = _Flusher(
         recorder,
