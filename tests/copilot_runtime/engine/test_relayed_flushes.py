@@ -23,6 +23,7 @@ from copilot_runtime.engine.execute import run_execute
 from copilot_runtime.engine.service import turn_prepare
 from copilot_runtime.events.request import TurnRequest
 from copilot_runtime.graphql.turn_input import parse_generate_input
+from tests.support.generate_e2e import generate_data, text_input
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -67,21 +68,10 @@ def writes(monkeypatch: pytest.MonkeyPatch) -> Iterator[Writes]:
 
 def _request(tokens: int, delay_ms: int) -> TurnRequest:
     directive = "FAKE: " + orjson.dumps({"tokens": tokens, "delay_ms": delay_ms}).decode()
-    return parse_generate_input(
-        {
-            "threadId": f"relayed-{tokens}-{delay_ms}",
-            "frontend": {"actions": []},
-            "messages": [
-                {
-                    "id": "u1",
-                    "createdAt": "2025-01-01T00:00:00.000Z",
-                    "textMessage": {"content": directive, "role": "user"},
-                }
-            ],
-            "metadata": {"requestType": "Chat"},
-        },
-        {},
+    data = generate_data(
+        thread_id=f"relayed-{tokens}-{delay_ms}", messages=[text_input("u1", directive)]
     )
+    return parse_generate_input(data, {})
 
 
 async def _execute_as_a_worker(
