@@ -123,7 +123,14 @@ def test_in_development_the_react_ui_on_another_origin_just_works(
     assert result["replied"], result
     assert origin.split(":")[-1] != runtime.url.split(":")[-1]  # really another origin
     calls = [r for r in result["requests"] if "/api/copilotkit" in r["url"]]
+    # Every call the page made to the runtime was answered (a call the browser's CORS rules
+    # block never gets a status)...
     assert calls and all(r.get("status") in (200, 204) for r in calls), calls
+    # ... and none failed, except as the v1 client ends its streams: urql stops reading at the
+    # part saying ``hasNext: false`` and cancels the body, which the browser reports as
+    # aborted when the body's end had not been read yet.
+    ends_its_own_streams = {"net::ERR_ABORTED"} if version == "v1" else set()
+    assert all(r.get("failure") in {None, *ends_its_own_streams} for r in calls), calls
 
 
 @pytest.mark.parametrize("version", ["v1", "v2"])

@@ -5,7 +5,8 @@
 // Reads one JSON command on stdin:
 //   {"url", "message", "expect", "timeoutMs"}
 // and prints one JSON result on stdout:
-//   {"replied": bool, "bodyText", "consoleErrors": [...], "requests": [{method, url, status}]}
+//   {"replied": bool, "bodyText", "consoleErrors": [...],
+//    "requests": [{method, url, status?, failure?}]}
 "use strict";
 
 const fs = require("node:fs");
@@ -36,14 +37,28 @@ async function main() {
     page.on("console", (message) => {
       if (message.type() === "error") result.consoleErrors.push(message.text());
     });
+    // One entry per request: its status once answered, its failure if it failed (a request
+    // can have both: answered 200, then cancelled by the page before its body ended).
+    const pageOrigin = command.url.split("/index.html")[0];
+    const entries = new Map();
+    const entryOf = (request) => {
+      if (!entries.has(request)) {
+        entries.set(request, { method: request.method(), url: request.url() });
+        result.requests.push(entries.get(request));
+      }
+      return entries.get(request);
+    };
     page.on("response", (response) => {
       const request = response.request();
-      if (!request.url().startsWith(command.url.split("/index.html")[0])) {
-        result.requests.push({ method: request.method(), url: request.url(), status: response.status() });
-      }
+      if (!request.url().startsWith(pageOrigin)) entryOf(request).status = response.status();
     });
+    // The page's requests still under way (a reply's stream ends after its last token shows).
+    const inFlight = new Set();
+    page.on("request", (request) => inFlight.add(request));
+    page.on("requestfinished", (request) => inFlight.delete(request));
     page.on("requestfailed", (request) => {
-      result.requests.push({ method: request.method(), url: request.url(), failure: request.failure()?.errorText });
+      inFlight.delete(request);
+      entryOf(request).failure = request.failure()?.errorText;
     });
     await page.goto(command.url);
     const input = page.locator("textarea").first();
@@ -62,8 +77,12 @@ async function main() {
     }
     // The reply shows while its response may still be streaming (the run's end follows the
     // last token): let the page's requests finish, as a person reading the reply would,
-    // rather than close the page under them (the browser reports those as aborted).
-    await page.waitForLoadState("networkidle", { timeout: 5000 }).catch(() => {});
+    // rather than close the page under them (the browser reports those as aborted). Counted
+    // here: the page's "networkidle" state is reached once, at load, and not waited for again.
+    const settleBy = Date.now() + 5000;
+    while (inFlight.size > 0 && Date.now() < settleBy) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
     result.bodyText = await page.evaluate(() => document.body.innerText);
   } finally {
     await context.close();
