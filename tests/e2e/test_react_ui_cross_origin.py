@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from conversations.models import Message, Run, RunStatus
 from tests.e2e.js_client import ensure_js_clients_installed
-from tests.support.generate_e2e import server_env
+from tests.support.generate_e2e import finished_run, server_env, wait_for
 
 if TYPE_CHECKING:
     from benchmarks.fake_upstream import FakeUpstream
@@ -131,6 +132,11 @@ def test_in_development_the_react_ui_on_another_origin_just_works(
     # aborted when the body's end had not been read yet.
     ends_its_own_streams = {"net::ERR_ABORTED"} if version == "v1" else set()
     assert all(r.get("failure") in {None, *ends_its_own_streams} for r in calls), calls
+    # That cancel comes after the answer's end: every run the page started finished, and the
+    # reply is stored.
+    runs = wait_for(lambda: list(Run.objects.all()), what="the chat's run to be stored")
+    assert all(finished_run(run.pk).status == RunStatus.SUCCEEDED for run in runs), runs
+    assert Message.objects.filter(role="assistant", content="t0 t1 t2 t3").exists()
 
 
 @pytest.mark.parametrize("version", ["v1", "v2"])
