@@ -7,6 +7,11 @@ message id, the raw message and what was made of it; a message equal to the one 
 (compared in C, far cheaper than the check) gets the same result back. A message with another
 content under the same id is simply made again.
 
+Every ``Recent`` of the process draws on one ``RecentStore``: the bound is on the remembered
+messages of the process, whichever protocol they came by. Separate bounds per protocol held
+both full in a process serving both (about 8 MiB at 4,096 messages each) where the live
+history of its conversations needs one.
+
 What is remembered must be a pure function of the raw message and never be mutated by its
 users (the converted messages are read-only past their parsing).
 """
@@ -19,17 +24,37 @@ from typing import Any, Generic, TypeVar
 
 Made = TypeVar("Made")
 
-# About the live history of 50 conversations of 40 turns; a few megabytes at most.
+# About the live history of 50 conversations of 40 turns: 3-5 MiB when full.
 DEFAULT_SIZE = 4096
 
 
-class Recent(Generic[Made]):
-    """A bounded map from message id to (raw message, what was made of it), least recently
-    used out first. Used from the event loop's thread only."""
+class RecentStore:
+    """A bounded map from message id to (its ``Recent``, raw message, what was made of it),
+    least recently used out first. Used from the event loop's thread only.
+
+    Keyed by the message id alone (the clients' ids are UUIDs): were two ``Recent`` to see
+    the same id, each would replace the other's entry, never take it for its own."""
 
     def __init__(self, size: int = DEFAULT_SIZE) -> None:
-        self._size = size
-        self._items: OrderedDict[str, tuple[Any, Made]] = OrderedDict()
+        self.size = size
+        self.items: OrderedDict[str, tuple[Recent[Any], Any, Any]] = OrderedDict()
+
+    def clear(self) -> None:
+        self.items.clear()
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+# The process's remembered history messages, both protocols together.
+MESSAGES = RecentStore()
+
+
+class Recent(Generic[Made]):
+    """What one kind of check or conversion made of the messages in ``store``."""
+
+    def __init__(self, store: RecentStore = MESSAGES) -> None:
+        self.store = store
 
     def made_from(self, key: Any, raw: Any, make: Callable[[Any], Made]) -> Made:
         """``make(raw)``, or what it gave for an equal ``raw`` under the same ``key``."""
@@ -44,23 +69,19 @@ class Recent(Generic[Made]):
         """(True, what was made) for a ``raw`` equal to the one kept under ``key``."""
         if type(key) is not str or not key:
             return False, None  # no id: nothing to recognise it by
-        seen = self._items.get(key)
-        if seen is not None and seen[0] == raw:
-            self._items.move_to_end(key)
-            return True, seen[1]
+        items = self.store.items
+        seen = items.get(key)
+        if seen is not None and seen[0] is self and seen[1] == raw:
+            items.move_to_end(key)
+            return True, seen[2]
         return False, None
 
     def keep(self, key: Any, raw: Any, made: Made) -> None:
         if type(key) is not str or not key:
             return
-        items = self._items
-        items[key] = (raw, made)
+        store = self.store
+        items = store.items
+        items[key] = (self, raw, made)
         items.move_to_end(key)
-        if len(items) > self._size:
+        if len(items) > store.size:
             items.popitem(last=False)
-
-    def clear(self) -> None:
-        self._items.clear()
-
-    def __len__(self) -> int:
-        return len(self._items)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import functools
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -83,15 +82,10 @@ class TurnRequest:
 
 
 def parse_datetime(raw: Any) -> dt.datetime | None:
+    # Not cached: a history message re-sent with every turn is parsed once, while remembered
+    # (copilot_runtime/events/recent.py), and fromisoformat takes about 0.1 us.
     if not isinstance(raw, str) or not raw:
         return None
-    return _parsed_datetime(raw)
-
-
-# Clients re-send the whole history with every turn, so the same timestamps come back again
-# and again: parsed once each (datetimes are immutable, sharing them is safe).
-@functools.lru_cache(maxsize=8192)
-def _parsed_datetime(raw: str) -> dt.datetime | None:
     try:
         return dt.datetime.fromisoformat(raw)  # Python 3.11 reads a trailing "Z" too
     except ValueError:

@@ -23,6 +23,16 @@ from copilot_runtime.events.request import (
 _PARSED_MESSAGES: Recent[InputMessage] = Recent()
 
 
+def was_parsed(raw: dict[str, Any]) -> bool:
+    """Whether a message equal to ``raw`` was parsed under its id (and is still remembered).
+
+    Only checked messages reach the parser, in their plain form (the fast check's output, or
+    graphql-core's coerced values made plain), so a message equal to one of them passes the
+    check too: the fast check asks this instead of remembering the history a second time.
+    """
+    return _PARSED_MESSAGES.recall(raw.get("id"), raw)[0]
+
+
 def _parse_arguments(raw: str) -> dict[str, Any]:
     if not raw:
         return {}

@@ -33,8 +33,8 @@ from graphql import (
     Undefined,
 )
 
-from copilot_runtime.events.recent import Recent
 from copilot_runtime.graphql.schema import schema
+from copilot_runtime.graphql.turn_input import was_parsed
 
 # What JavaScript's Date.prototype.toISOString writes (what the clients send), which
 # DateTimeISO coerces back to the very same string.
@@ -194,9 +194,6 @@ def _object_plan(of: GraphQLInputObjectType) -> Plain:
     return plain_object
 
 
-_CHECKED_MESSAGES: Recent[Any] = Recent()
-
-
 def _remembered(plan: Plain) -> Plain:
     def plain_message(value: Any) -> Any:
         if type(value) is not dict:
@@ -205,7 +202,11 @@ def _remembered(plan: Plain) -> Plain:
             # Its Boolean fields compare equal to numbers (True == 1), which the check refuses:
             # never recognised by equality. Agent state messages are rare in a history.
             return plan(value)
-        return _CHECKED_MESSAGES.made_from(value.get("id"), value, plan)
+        # A message the parser remembers was checked and is plain: itself (MessageInput's
+        # fields have no defaults to fill in), unchecked.
+        if was_parsed(value):
+            return value
+        return plan(value)
 
     return plain_message
 

@@ -88,4 +88,3 @@ def test_a_message_the_store_cannot_keep_is_refused_by_its_field(
 )
 def test_a_message_s_created_at_is_read_or_dropped(raw: Any, expected: Any) -> None:
     assert parse_datetime(raw) == expected
-    assert parse_datetime(raw) == expected  # the second read comes from the cache

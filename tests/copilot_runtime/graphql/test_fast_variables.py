@@ -5,15 +5,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from graphql import OperationDefinitionNode, parse
 from graphql.execution.values import get_variable_values
 from hypothesis import HealthCheck, event, given, settings
 
 from benchmarks.client_request import request_variables
+from copilot_runtime.graphql.fastpath import variables as fast_variables
 from copilot_runtime.graphql.fastpath.documents import client_mutation_printed
 from copilot_runtime.graphql.fastpath.variables import plain_client_variables
 from copilot_runtime.graphql.input_conversion import coerced_to_plain
 from copilot_runtime.graphql.schema import schema
+from copilot_runtime.graphql.turn_input import parse_generate_input, was_parsed
 from tests.fuzz import strategies
 
 _OPERATION = next(
@@ -95,21 +98,37 @@ def test_explicit_nulls_and_absent_fields_come_out_as_graphql_core_makes_them() 
     assert fast[0]["frontend"]["url"] is None and "forwardedParameters" not in fast[0]
 
 
-def test_a_re_sent_message_is_recognised_only_when_it_is_the_same() -> None:
-    """The history comes back every turn: a message checked before is not checked again,
-    but the same id with other content is, and an agent state's Boolean is never taken for
-    a number that compares equal to it."""
+def test_a_re_sent_message_is_recognised_only_when_it_is_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The history comes back every turn: a message the turn parser remembers (an equal one
+    under the same id) is not checked again, the same id with other content is, and an agent
+    state's Boolean is never taken for a number that compares equal to it."""
     variables = request_variables(thread_id="t", tokens=3)
+    variables["data"]["messages"][0]["id"] = "re-sent-1"
     first = plain_client_variables(variables)
-    again = plain_client_variables(json.loads(json.dumps(variables)))
-    assert first is not None and again is not None
-    assert again[0]["messages"][0] is first[0]["messages"][0]
+    assert first is not None
+    parse_generate_input(*first)  # what the turn does next: the parser remembers the message
 
+    again = json.loads(json.dumps(variables))
+    assert was_parsed(again["data"]["messages"][0])
     edited = json.loads(json.dumps(variables))
     edited["data"]["messages"][0]["textMessage"]["content"] = "Something else"
+    assert not was_parsed(edited["data"]["messages"][0])
     made = plain_client_variables(edited)
     assert made is not None
     assert made[0]["messages"][0]["textMessage"]["content"] == "Something else"
+
+    # Not checked again: were the parser to remember a message the check refuses, it would
+    # pass as sent. (It cannot: only checked messages reach the parser.)
+    refused = json.loads(json.dumps(variables))
+    refused["data"]["messages"][0]["textMessage"]["content"] = 7
+    assert plain_client_variables(refused) is None
+    monkeypatch.setattr(fast_variables, "was_parsed", lambda raw: raw["id"] == "re-sent-1")
+    passed = plain_client_variables(refused)
+    assert passed is not None
+    assert passed[0]["messages"][0] is refused["data"]["messages"][0]
+    monkeypatch.undo()
 
     state = {
         "id": "state-1",
