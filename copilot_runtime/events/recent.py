@@ -39,9 +39,6 @@ class RecentStore:
         self.size = size
         self.items: OrderedDict[str, tuple[Recent[Any], Any, Any]] = OrderedDict()
 
-    def clear(self) -> None:
-        self.items.clear()
-
     def __len__(self) -> int:
         return len(self.items)
 
