@@ -8,3 +8,6 @@ class CopilotRuntimeConfig(AppConfig):
 
     def ready(self) -> None:
         from copilot_runtime import checks  # noqa: F401  (registers the system checks)
+        from copilot_runtime.conf import apply_process_settings
+
+        apply_process_settings()

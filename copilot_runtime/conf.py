@@ -19,6 +19,8 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from copilot_runtime.events.recent import MESSAGES
+
 DEFAULTS: dict[str, Any] = {
     # Who may call the runtime without a session or a bearer token. None: only while DEBUG is
     # on (anonymous callers could otherwise spend the project's model budget).
@@ -107,6 +109,12 @@ DEFAULTS: dict[str, Any] = {
     # The hot endpoints remember a bearer token's or a session's user this long (seconds): a
     # revoked token or a logged-out session is refused once it has passed.
     "AUTH_CACHE_SECONDS": 2.0,
+    # History messages a web process remembers, both protocols together (what was made of
+    # each, so a message re-sent with every turn is not checked and converted again):
+    # 3-5 MiB at the default, about the live history of 50 forty-turn conversations. A process
+    # serving more conversations at once re-checks their history on every turn unless this
+    # grows with them; 0 remembers nothing.
+    "REMEMBERED_MESSAGES": 4096,
     # PostgreSQL connections of the turn's storage path (per process and event loop): they
     # bound concurrent statements, not concurrent conversations (none is held while a model
     # streams). A request waits at most DATABASE_WAIT_SECONDS for one, then gets the
@@ -217,3 +225,17 @@ def _forget_cached_settings(*, setting: str, **_: Any) -> None:
     # Tests change COPILOT_RUNTIME with override_settings; re-read it next time.
     if setting == "COPILOT_RUNTIME":
         runtime_settings.cache_clear()
+        apply_process_settings()
+
+
+def apply_process_settings() -> None:
+    """Settings held by process-wide objects rather than read per use (the app's ``ready``).
+
+    A malformed value is left alone here: the system checks name it (copilot_runtime/checks.py)
+    instead of the start-up failing with a traceback."""
+    try:
+        size = runtime_setting("REMEMBERED_MESSAGES")
+    except (TypeError, ValueError):  # COPILOT_RUNTIME itself is not a dict
+        return
+    if isinstance(size, int | float) and not isinstance(size, bool):
+        MESSAGES.resize(int(size))

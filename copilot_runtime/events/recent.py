@@ -24,7 +24,8 @@ from typing import Any, Generic, TypeVar
 
 Made = TypeVar("Made")
 
-# About the live history of 50 conversations of 40 turns: 3-5 MiB when full.
+# About the live history of 50 conversations of 40 turns: 3-5 MiB when full. The process's
+# bound is the REMEMBERED_MESSAGES setting (copilot_runtime/conf.py), applied at start-up.
 DEFAULT_SIZE = 4096
 
 
@@ -38,6 +39,12 @@ class RecentStore:
     def __init__(self, size: int = DEFAULT_SIZE) -> None:
         self.size = size
         self.items: OrderedDict[str, tuple[Recent[Any], Any, Any]] = OrderedDict()
+
+    def resize(self, size: int) -> None:
+        """A new bound (0 or less: nothing is remembered), the oldest entries out at once."""
+        self.size = max(0, size)
+        while len(self.items) > self.size:
+            self.items.popitem(last=False)
 
     def __len__(self) -> int:
         return len(self.items)

@@ -8,13 +8,16 @@ from collections.abc import Iterator
 import pytest
 from django.test import override_settings
 
+from copilot_runtime.checks import check_runtime_settings
 from copilot_runtime.conf import (
     DEFAULTS,
     anonymous_allowed,
+    apply_process_settings,
     disconnect_policy,
     runtime_setting,
     runtime_settings,
 )
+from copilot_runtime.events.recent import MESSAGES, Recent
 
 
 @pytest.fixture(autouse=True)
@@ -163,3 +166,39 @@ def test_anonymous_callers_are_allowed_only_while_debug_is_on_by_default(
         fresh()
         assert anonymous_allowed() is True
     runtime_settings.cache_clear()
+
+
+def test_the_remembered_messages_bound_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The process-wide bound on remembered history messages (events/recent.py) follows
+    REMEMBERED_MESSAGES, from the project's dict or the environment; a smaller bound lets the
+    oldest messages go at once."""
+    recent: Recent[str] = Recent()
+    for key in ("conf-a", "conf-b", "conf-c"):
+        recent.keep(key, {"id": key}, key.upper())
+
+    with override_settings(COPILOT_RUNTIME={"REMEMBERED_MESSAGES": 2}):
+        assert MESSAGES.size == 2
+        assert len(MESSAGES) == 2
+        assert recent.recall("conf-a", {"id": "conf-a"}) == (False, None)
+        assert recent.recall("conf-c", {"id": "conf-c"}) == (True, "CONF-C")
+
+    assert MESSAGES.size == DEFAULTS["REMEMBERED_MESSAGES"]
+    monkeypatch.setenv("COPILOT_RUNTIME_REMEMBERED_MESSAGES", "8192")
+    runtime_settings.cache_clear()
+    apply_process_settings()
+    assert MESSAGES.size == 8192
+    monkeypatch.delenv("COPILOT_RUNTIME_REMEMBERED_MESSAGES")
+    runtime_settings.cache_clear()
+    apply_process_settings()
+    assert MESSAGES.size == DEFAULTS["REMEMBERED_MESSAGES"]
+
+
+def test_a_malformed_bound_is_left_to_the_system_checks() -> None:
+    """Applied when the app starts: a wrong value must not crash the start-up with a
+    traceback; ``manage.py check`` names it."""
+    with override_settings(COPILOT_RUNTIME={"REMEMBERED_MESSAGES": "lots"}):
+        assert MESSAGES.size == DEFAULTS["REMEMBERED_MESSAGES"]
+        found = [error.msg for error in check_runtime_settings()]
+        assert any("REMEMBERED_MESSAGES" in message for message in found)
+    with override_settings(COPILOT_RUNTIME="not a dict"):
+        assert MESSAGES.size == DEFAULTS["REMEMBERED_MESSAGES"]
