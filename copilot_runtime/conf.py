@@ -19,7 +19,7 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from copilot_runtime.events.recent import MESSAGES
+from copilot_runtime.events.recent import DEFAULT_SIZE, MESSAGES
 
 DEFAULTS: dict[str, Any] = {
     # Who may call the runtime without a session or a bearer token. None: only while DEBUG is
@@ -114,7 +114,7 @@ DEFAULTS: dict[str, Any] = {
     # 3-5 MiB at the default, about the live history of 50 forty-turn conversations. A process
     # serving more conversations at once re-checks their history on every turn unless this
     # grows with them; 0 remembers nothing.
-    "REMEMBERED_MESSAGES": 4096,
+    "REMEMBERED_MESSAGES": DEFAULT_SIZE,
     # PostgreSQL connections of the turn's storage path (per process and event loop): they
     # bound concurrent statements, not concurrent conversations (none is held while a model
     # streams). A request waits at most DATABASE_WAIT_SECONDS for one, then gets the
