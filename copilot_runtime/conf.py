@@ -11,6 +11,7 @@ as a string.
 from __future__ import annotations
 
 import json
+import math
 import os
 from functools import cache
 from typing import Any
@@ -237,5 +238,5 @@ def apply_process_settings() -> None:
         size = runtime_setting("REMEMBERED_MESSAGES")
     except (TypeError, ValueError):  # COPILOT_RUNTIME itself is not a dict
         return
-    if isinstance(size, int | float) and not isinstance(size, bool):
+    if isinstance(size, int | float) and not isinstance(size, bool) and math.isfinite(size):
         MESSAGES.resize(int(size))

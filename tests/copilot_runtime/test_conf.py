@@ -202,3 +202,49 @@ def test_a_malformed_bound_is_left_to_the_system_checks() -> None:
         assert any("REMEMBERED_MESSAGES" in message for message in found)
     with override_settings(COPILOT_RUNTIME="not a dict"):
         assert MESSAGES.size == DEFAULTS["REMEMBERED_MESSAGES"]
+    for value in (float("inf"), float("nan")):
+        with override_settings(COPILOT_RUNTIME={"REMEMBERED_MESSAGES": value}):
+            assert MESSAGES.size == DEFAULTS["REMEMBERED_MESSAGES"]
+
+
+def test_a_bound_from_the_environment_that_is_no_number_does_not_stop_the_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for raw in ("lots", "1e999"):  # the second parses as an infinite float
+        monkeypatch.setenv("COPILOT_RUNTIME_REMEMBERED_MESSAGES", raw)
+        runtime_settings.cache_clear()
+        apply_process_settings()
+        assert MESSAGES.size == DEFAULTS["REMEMBERED_MESSAGES"]
+
+
+def test_a_process_serving_both_protocols_remembers_at_most_the_bound() -> None:
+    """The v1 parser's and the v2 check's remembered messages share REMEMBERED_MESSAGES: the
+    newer protocol's messages push out the older ones."""
+    from benchmarks.client_request import request_variables
+    from copilot_runtime.agui.run_input import run_input_parse
+    from copilot_runtime.graphql.turn_input import parse_generate_input, was_parsed
+
+    v1_data = request_variables(thread_id="both-v1", tokens=3)["data"]
+    first = v1_data["messages"][0]
+    v1_data["messages"] = [
+        {**first, "id": f"both-v1-{index}", "textMessage": {**first["textMessage"]}}
+        for index in range(3)
+    ]
+    v2_body = {
+        "threadId": "both-v2",
+        "runId": "both-run",
+        "tools": [],
+        "context": [],
+        "messages": [
+            {"id": f"both-v2-{index}", "role": "user", "content": "hi"} for index in range(3)
+        ],
+    }
+    with override_settings(COPILOT_RUNTIME={"REMEMBERED_MESSAGES": 4}):
+        MESSAGES.resize(0)  # what earlier tests left
+        MESSAGES.resize(4)
+        parse_generate_input(v1_data, None)
+        assert all(was_parsed(message) for message in v1_data["messages"])
+        run_input_parse(v2_body)
+
+        assert len(MESSAGES) == 4
+        assert [was_parsed(message) for message in v1_data["messages"]] == [False, False, True]
