@@ -115,9 +115,15 @@ def run_request_cancel(*, run_id: str) -> bool:
 
 
 @transaction.atomic
-def runs_log_batches(*, batches: Sequence[tuple[str, list[LoggedEvent]]]) -> None:
-    """The next log entries of several runs at once, all or none (their mid-run batches,
-    written together by the event loop that executes them: copilot_runtime/engine/log_writer.py)."""
+@transaction.atomic
+def runs_log_batches(
+    *,
+    batches: Sequence[tuple[str, list[LoggedEvent]]],
+    first_tokens: Sequence[tuple[str, dt.datetime]] = (),
+) -> None:
+    """The next log entries of several runs at once, and the first tokens' times given, all or
+    none (their mid-run batches, written together by the event loop that executes them:
+    copilot_runtime/engine/log_writer.py)."""
     RunEvent.objects.bulk_create(
         [
             RunEvent(run_id=run_id, seq=e.seq, type=e.type, payload=e.payload)
@@ -125,6 +131,8 @@ def runs_log_batches(*, batches: Sequence[tuple[str, list[LoggedEvent]]]) -> Non
             for e in events
         ]
     )
+    for run_id, first_token_at in first_tokens:
+        Run.objects.filter(pk=run_id).update(first_token_at=first_token_at)
 
 
 @transaction.atomic

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import datetime as dt
 import functools
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -115,8 +116,13 @@ class OrmTurnStore:
     async def record(self, *, run_id: str, thread_pk: int | None, progress: Progress) -> None:
         await on_store_thread(_record, run_id=run_id, progress=progress)
 
-    async def record_logs(self, *, batches: Sequence[tuple[str, list[LoggedEvent]]]) -> None:
-        await on_store_thread(runs_log_batches, batches=batches)
+    async def record_logs(
+        self,
+        *,
+        batches: Sequence[tuple[str, list[LoggedEvent]]],
+        first_tokens: Sequence[tuple[str, dt.datetime]] = (),
+    ) -> None:
+        await on_store_thread(runs_log_batches, batches=batches, first_tokens=first_tokens)
 
     async def heartbeats(self, *, run_ids: list[str]) -> set[str]:
         return await on_store_thread(run_heartbeats, run_ids=run_ids)

@@ -7,7 +7,8 @@ The only raw SQL of the app, kept in this module and tested against the ORM
 - prepare: one transaction of a few statements (thread upsert and lock, busy check, a lookup of
   only the message ids the request carries, the run, the new messages, the latest state);
 - each log batch: one statement (events, finished messages, states, the run's end); the
-  event-only batches that the runs of one event loop flush at the same moment: one statement;
+  event-only batches that the runs of one event loop flush at the same moment, with the first
+  tokens' times of those executed inline: one statement;
 - the spans: one transaction at the end.
 
 A connection is held only while those statements run, never while the model streams, so the
@@ -369,10 +370,23 @@ class PgTurnStore:
             return
         await self._execute(_as_one_statement(parts), params, fetch=False)
 
-    async def record_logs(self, *, batches: Sequence[tuple[str, list[LoggedEvent]]]) -> None:
+    async def record_logs(
+        self,
+        *,
+        batches: Sequence[tuple[str, list[LoggedEvent]]],
+        first_tokens: Sequence[tuple[str, dt.datetime]] = (),
+    ) -> None:
         rows = [(run_id, e.seq, e.type, e.payload) for run_id, events in batches for e in events]
+        parts: list[str] = []
+        params: list[Any] = []
         if rows:
-            await self._execute(_INSERT_LOGS, (timezone.now(), _rows(rows)), fetch=False)
+            parts.append(_INSERT_LOGS)
+            params += [timezone.now(), _rows(rows)]
+        if first_tokens:
+            parts.append(_SET_FIRST_TOKENS)
+            params += [[run_id for run_id, _ in first_tokens], [at for _, at in first_tokens]]
+        if parts:
+            await self._execute(_as_one_statement(parts), params, fetch=False)
 
     async def store_trace(self, *, run_id: str, trace: SpanWrite) -> None:
         await self.record(
@@ -612,6 +626,10 @@ _INSERT_EVENTS = (
 _INSERT_LOGS = (
     f"INSERT INTO {RUN_EVENT} (run_id, seq, type, payload, created_at)"
     " SELECT e->>0, (e->>1)::int, e->>2, e->3, %s FROM jsonb_array_elements(%s::jsonb) e"
+)
+_SET_FIRST_TOKENS = (
+    f"UPDATE {RUN} r SET first_token_at = v.at"
+    " FROM unnest(%s::text[], %s::timestamptz[]) AS v(id, at) WHERE r.id = v.id"
 )
 _INSERT_OUTPUT = (
     f"INSERT INTO {MESSAGE} ({_MESSAGE_COLUMNS}) SELECT {{thread}},"

@@ -92,9 +92,15 @@ class TurnStore(Protocol):
 
     async def record(self, *, run_id: str, thread_pk: int | None, progress: Progress) -> None: ...
 
-    async def record_logs(self, *, batches: Sequence[tuple[str, list[LoggedEvent]]]) -> None:
-        """The next log entries of several runs in one statement (events only: the mid-run
-        batches of the runs one event loop executes), atomic as a whole."""
+    async def record_logs(
+        self,
+        *,
+        batches: Sequence[tuple[str, list[LoggedEvent]]],
+        first_tokens: Sequence[tuple[str, dt.datetime]] = (),
+    ) -> None:
+        """The next log entries of several runs in one statement (the mid-run batches of the
+        runs one event loop executes), and the times of those runs' first tokens given, atomic
+        as a whole."""
         ...
 
     async def heartbeats(self, *, run_ids: list[str]) -> set[str]:

@@ -144,12 +144,19 @@ class _Flusher:
             and not self._unwritten
             and not batch.messages
             and not batch.agent_states
-            and batch.first_token_at is None
+            and (batch.first_token_at is None or not self._first_token_at_once)
         ):
             # The common batch while the model streams (events only): logged and announced with
-            # the batches the loop's other runs flush at the same moment.
+            # the batches the loop's other runs flush at the same moment. Inline, the first
+            # token's time goes with them too. Relayed, the first token is written at once and
+            # on its own: queued behind the loop's write in flight, it would reach the
+            # followers that much later.
             try:
-                await log_writer_for_loop().write(run_id=self._recorder.run_id, events=batch.events)
+                await log_writer_for_loop().write(
+                    run_id=self._recorder.run_id,
+                    events=batch.events,
+                    first_token_at=batch.first_token_at,
+                )
             except Exception:
                 self._unwritten.append(progress)
                 raise

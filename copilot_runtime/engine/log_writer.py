@@ -8,6 +8,11 @@ grid of their interval instead (``next_flush_at``), and the event-only batches h
 the same turn of the loop, or while the previous write was in flight, go to the database as
 one statement, and to the channel layer as one round trip (``announce_batches``).
 
+A run executed where it is streamed (inline) also hands over the time of its first token
+here: its log is not on the stream's way, and the time going with the loop's other batches
+saves every such run a statement of its own: one of the four a run streaming for seconds
+made (its preparation's two, the first token, its end).
+
 A statement for many runs fails for all of them: it is then retried run by run, so that one
 run's bad batch (a run deleted meanwhile) fails that run's flusher alone, which keeps it and
 retries it with its next write, as it does any failed write.
@@ -18,7 +23,9 @@ retries it with its next write, as it does any failed write.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import math
+from typing import NamedTuple
 
 from conversations.services.runs import LoggedEvent
 from conversations.store import turn_store
@@ -32,21 +39,35 @@ def next_flush_at(*, last_flush: float, interval: float) -> float:
     return (math.floor(last_flush / interval) + 1) * interval
 
 
+class _Handover(NamedTuple):
+    run_id: str
+    events: list[LoggedEvent]
+    first_token_at: dt.datetime | None
+    done: asyncio.Future[None]
+
+
 class LoopLogWriter:
     """One write in flight at a time: what is handed over meanwhile (the flushers woken in the
     same turn of the loop, and those that came while the database answered) goes next, in one
     statement. A busy loop therefore writes in larger groups, not more often."""
 
     def __init__(self) -> None:
-        self._pending: list[tuple[str, list[LoggedEvent], asyncio.Future[None]]] = []
+        self._pending: list[_Handover] = []
         self._task: asyncio.Task[None] | None = None
 
-    async def write(self, *, run_id: str, events: list[LoggedEvent]) -> None:
-        """Log ``events`` of ``run_id`` (the run's next entries), with the batches the other
-        runs hand over meanwhile; raises what writing them alone raised."""
+    async def write(
+        self,
+        *,
+        run_id: str,
+        events: list[LoggedEvent],
+        first_token_at: dt.datetime | None = None,
+    ) -> None:
+        """Log ``events`` of ``run_id`` (the run's next entries), and the time of its first
+        token if given, with the batches the other runs hand over meanwhile; raises what
+        writing them alone raised."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
-        self._pending.append((run_id, events, done))
+        self._pending.append(_Handover(run_id, events, first_token_at, done))
         if self._task is None:
             # Its first step comes after the flushers woken in this turn of the loop.
             self._task = loop.create_task(self._drain())
@@ -61,7 +82,7 @@ class LoopLogWriter:
             self._task = None
 
 
-async def _write(batches: list[tuple[str, list[LoggedEvent], asyncio.Future[None]]]) -> None:
+async def _write(batches: list[_Handover]) -> None:
     """Log the batches in one statement (run by run if that fails), announce those logged in
     one round trip, then let their flushers go on."""
     try:
@@ -69,34 +90,42 @@ async def _write(batches: list[tuple[str, list[LoggedEvent], asyncio.Future[None
         # Logged first, announced second: a follower can always catch up from the log.
         await announce_batches(
             [
-                (run_id, events)
-                for (run_id, events, _), error in zip(batches, outcomes, strict=True)
+                (batch.run_id, batch.events)
+                for batch, error in zip(batches, outcomes, strict=True)
                 if error is None
             ]
         )
-        for (_, _, done), error in zip(batches, outcomes, strict=True):
-            _settle(done, error)
+        for batch, error in zip(batches, outcomes, strict=True):
+            _settle(batch.done, error)
     finally:
-        for _, _, done in batches:
-            if not done.done():  # cancelled (the loop is closing): the flusher must not wait
-                done.cancel()
+        for batch in batches:
+            if not batch.done.done():  # cancelled (the loop is closing): the flusher must not wait
+                batch.done.cancel()
 
 
-async def _record(
-    batches: list[tuple[str, list[LoggedEvent], asyncio.Future[None]]],
-) -> list[BaseException | None]:
+async def _store(batches: list[_Handover]) -> None:
+    await turn_store().record_logs(
+        batches=[(batch.run_id, batch.events) for batch in batches],
+        first_tokens=[
+            (batch.run_id, batch.first_token_at)
+            for batch in batches
+            if batch.first_token_at is not None
+        ],
+    )
+
+
+async def _record(batches: list[_Handover]) -> list[BaseException | None]:
     """What logging each batch raised, if anything."""
-    store = turn_store()
     try:
-        await store.record_logs(batches=[(run_id, events) for run_id, events, _ in batches])
+        await _store(batches)
         return [None] * len(batches)
     except Exception as exc:
         if len(batches) == 1:
             return [exc]
     outcomes: list[BaseException | None] = []
-    for run_id, events, _ in batches:
+    for batch in batches:
         try:
-            await store.record_logs(batches=[(run_id, events)])
+            await _store([batch])
         except Exception as alone:
             outcomes.append(alone)
         else:

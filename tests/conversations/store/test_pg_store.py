@@ -392,6 +392,8 @@ async def test_several_runs_log_batches_are_written_like_the_orm_writes_them(
 ) -> None:
     orm = OrmTurnStore()
     logged: list[list[tuple[Any, ...]]] = []
+    first_tokens: list[list[dt.datetime | None]] = []
+    first = dt.datetime(2026, 1, 1, 12, 0, 0, 123456, tzinfo=dt.UTC)
     for store, prefix in ((pg, "many-sql"), (orm, "many-orm")):
         run_ids = [
             (
@@ -410,7 +412,12 @@ async def test_several_runs_log_batches_are_written_like_the_orm_writes_them(
                     ],
                 ),
                 (run_ids[2], []),
-            ]
+            ],
+            # Runs executed inline hand their first token's time over with their batch.
+            first_tokens=[(run_ids[1], first), (run_ids[2], first + dt.timedelta(seconds=1))],
+        )
+        first_tokens.append(
+            [(await Run.objects.aget(pk=run_id)).first_token_at for run_id in run_ids]
         )
 
         def log(run_ids: list[str] = run_ids) -> list[tuple[Any, ...]]:
@@ -427,6 +434,7 @@ async def test_several_runs_log_batches_are_written_like_the_orm_writes_them(
         (1, 4, "text_delta"),
         (1, 5, "text_delta"),
     ]
+    assert first_tokens[0] == first_tokens[1] == [None, first, first + dt.timedelta(seconds=1)]
 
 
 async def test_several_runs_log_batches_are_one_statement_that_fails_as_a_whole(
@@ -438,9 +446,11 @@ async def test_several_runs_log_batches_are_one_statement_that_fails_as_a_whole(
             batches=[
                 (prepared.run_id, [LoggedEvent(seq=1, type="text_start", payload={})]),
                 ("no-such-run", [LoggedEvent(seq=1, type="text_start", payload={})]),
-            ]
+            ],
+            first_tokens=[(prepared.run_id, timezone.now())],
         )
     assert await RunEvent.objects.filter(run_id=prepared.run_id).acount() == 0
+    assert (await Run.objects.aget(pk=prepared.run_id)).first_token_at is None
 
 
 async def test_heartbeats_tell_which_runs_were_asked_to_stop(pg: PgTurnStore) -> None:

@@ -8,6 +8,7 @@ production. Their ``record_logs`` is wrapped only to see which batches each stat
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -17,6 +18,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.contrib.auth.models import AnonymousUser
 from django.test import override_settings
+from django.utils import timezone
 
 from conversations.models import Run, RunEvent, RunStatus, Thread
 from conversations.services.runs import LoggedEvent
@@ -34,12 +36,16 @@ IN_MEMORY_LAYER = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"
 
 
 class Statements:
-    """The batches of each ``record_logs`` call, as (run id, seqs)."""
+    """The batches of each ``record_logs`` call, as (run id, seqs), and the runs whose first
+    tokens' times it carried; the runs of each of the store's own ``record`` calls."""
 
     def __init__(self) -> None:
         self.calls: list[list[tuple[str, list[int]]]] = []
+        self.first_tokens: list[list[str]] = []
+        self.records: list[tuple[str, bool]] = []  # (run id, carries a first token's time)
         self.hold: asyncio.Event | None = None  # set: the first call waits for it
         self.refuse_first = False  # the first call fails, as a database that hiccuped
+        self.refuse_first_token = False  # so does the first call carrying a first token
         self.called = asyncio.Event()
 
     def runs_per_call(self) -> list[list[str]]:
@@ -56,18 +62,26 @@ def statements(
     seen = Statements()
     store_class = type(turn_store())
     assert store_class.__name__ == {"orm": "OrmTurnStore", "sql": "PgTurnStore"}[request.param]
-    original = store_class.record_logs
+    original, original_record = store_class.record_logs, store_class.record
 
-    async def recording(self: Any, *, batches: Any) -> None:
+    async def recording(self: Any, *, batches: Any, first_tokens: Any = ()) -> None:
         seen.calls.append([(run_id, [e.seq for e in events]) for run_id, events in batches])
+        seen.first_tokens.append([run_id for run_id, _ in first_tokens])
         seen.called.set()
         if seen.hold is not None and len(seen.calls) == 1:
             await seen.hold.wait()
         if seen.refuse_first and len(seen.calls) == 1:
             raise RuntimeError("the database refused the batch")
-        await original(self, batches=batches)
+        if seen.refuse_first_token and first_tokens and sum(map(bool, seen.first_tokens)) == 1:
+            raise RuntimeError("the database refused the batch")
+        await original(self, batches=batches, first_tokens=first_tokens)
+
+    async def recording_record(self: Any, *, run_id: str, thread_pk: Any, progress: Any) -> None:
+        seen.records.append((run_id, progress.first_token_at is not None))
+        await original_record(self, run_id=run_id, thread_pk=thread_pk, progress=progress)
 
     monkeypatch.setattr(store_class, "record_logs", recording)
+    monkeypatch.setattr(store_class, "record", recording_record)
     try:
         with override_settings(CHANNEL_LAYERS=IN_MEMORY_LAYER):
             yield seen
@@ -124,6 +138,26 @@ async def test_batches_handed_over_in_one_turn_of_the_loop_are_one_statement(
     )
     assert statements.runs_per_call() == [runs]
     assert [await logged(run) for run in runs] == [[1, 2], [1], [7]]
+
+
+async def test_first_token_times_handed_over_together_go_in_the_same_statement(
+    statements: Statements,
+) -> None:
+    runs = await make_runs("a", "b", "c")
+    first = timezone.now()
+    writer = LoopLogWriter()
+    await asyncio.gather(
+        writer.write(run_id="a", events=deltas(1), first_token_at=first),
+        writer.write(run_id="b", events=deltas(3)),
+        writer.write(run_id="c", events=deltas(1), first_token_at=first + dt.timedelta(1)),
+    )
+    assert statements.runs_per_call() == [runs]
+    assert statements.first_tokens == [["a", "c"]]
+    assert [(await Run.objects.aget(pk=run)).first_token_at for run in runs] == [
+        first,
+        None,
+        first + dt.timedelta(1),
+    ]
 
 
 async def test_batches_handed_over_during_a_write_are_the_next_statement(
@@ -244,6 +278,22 @@ async def test_runs_streaming_at_once_share_their_log_writes(
         await assert_logged_whole(run_id)
 
 
+async def test_an_inline_run_hands_its_first_token_time_to_the_loops_writes(
+    statements: Statements, fake_upstream: Any
+) -> None:
+    run_ids = await stream_runs(fake_upstream, 3)
+    # Each run's first token's time went with the loop's log writes, once; none of the
+    # runs' own writes (their ends, and a finished message that met a flush) carried it.
+    carried = [run_id for call in statements.first_tokens for run_id in call]
+    assert sorted(carried) == sorted(run_ids)
+    assert {run_id for run_id, _ in statements.records} == set(run_ids)
+    assert not any(carries_first_token for _, carries_first_token in statements.records)
+    for run_id in run_ids:
+        run = await Run.objects.aget(pk=run_id)
+        assert run.first_token_at is not None and run.created_at < run.first_token_at
+        assert run.finished_at is not None and run.first_token_at < run.finished_at
+
+
 async def test_a_mid_run_batch_that_could_not_be_logged_is_kept_and_logged_next(
     statements: Statements, fake_upstream: Any
 ) -> None:
@@ -251,6 +301,18 @@ async def test_a_mid_run_batch_that_could_not_be_logged_is_kept_and_logged_next(
     (run_id,) = await stream_runs(fake_upstream, 1)
     assert statements.calls and statements.calls[0][0][0] == run_id  # it was refused
     await assert_logged_whole(run_id)  # written later, before the batches after it
+
+
+async def test_a_first_token_time_that_could_not_be_written_is_kept_and_written_next(
+    statements: Statements, fake_upstream: Any
+) -> None:
+    statements.refuse_first_token = True
+    (run_id,) = await stream_runs(fake_upstream, 1)
+    assert [call for call in statements.first_tokens if call] == [[run_id]]  # refused
+    await assert_logged_whole(run_id)
+    # Kept with the refused batch, written with the run's next write.
+    assert (run_id, True) in statements.records
+    assert (await Run.objects.aget(pk=run_id)).first_token_at is not None
 
 
 async def test_each_event_loop_has_its_own_writer() -> None:

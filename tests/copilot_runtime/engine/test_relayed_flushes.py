@@ -56,10 +56,10 @@ def writes(monkeypatch: pytest.MonkeyPatch) -> Iterator[Writes]:
         seen.add([event.type for event in progress.events])
         await record(self, run_id=run_id, thread_pk=thread_pk, progress=progress)
 
-    async def recording_logs(self: Any, *, batches: Any) -> None:
+    async def recording_logs(self: Any, *, batches: Any, first_tokens: Any = ()) -> None:
         for _, events in batches:
             seen.add([event.type for event in events])
-        await record_logs(self, batches=batches)
+        await record_logs(self, batches=batches, first_tokens=first_tokens)
 
     monkeypatch.setattr(store_class, "record", recording)
     monkeypatch.setattr(store_class, "record_logs", recording_logs)
