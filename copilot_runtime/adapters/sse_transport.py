@@ -105,8 +105,51 @@ def _backoff(attempt: int, error: UpstreamError | None) -> float:
     return min(0.5 * 2**attempt, 8.0) * (1 - 0.25 * random.random())
 
 
+TIMEOUT_MESSAGE = "The model service did not answer in time."
+
+
+def _timed_out() -> UpstreamError:
+    return UpstreamError(TIMEOUT_MESSAGE, code="UPSTREAM_TIMEOUT")
+
+
+class _SilenceWatch:
+    """Fails a stream once it has been waited on for ``seconds`` without a byte coming.
+
+    One timer per stream, re-armed only when it falls due: aiohttp's own read timeout re-arms
+    a timer on every chunk received (about 2 us each on uvloop, a few percent of the CPU of a
+    stream paced token by token). Only the time spent waiting on the service counts, not the
+    time the consumer takes between reads (the bytes it has not read yet are buffered).
+    """
+
+    def __init__(self, content: aiohttp.StreamReader, seconds: float) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._content = content
+        self._seconds = seconds
+        self.waiting_since: float | None = None  # set by the reader around each wait
+        self._handle = self._loop.call_at(self._loop.time() + seconds, self._check)
+
+    def now(self) -> float:
+        return self._loop.time()
+
+    def _check(self) -> None:
+        since = self.waiting_since
+        now = self._loop.time()
+        if since is not None and now - since >= self._seconds:
+            # The read waiting on the stream raises it (as aiohttp's own timeout does).
+            self._content.set_exception(TimeoutError(TIMEOUT_MESSAGE))
+            return
+        due = (since if since is not None else now) + self._seconds
+        self._handle = self._loop.call_at(due, self._check)
+
+    def stop(self) -> None:
+        self._handle.cancel()
+
+
 class SseTransport:
-    """One service endpoint's streaming POSTs. Create it on the event loop that uses it."""
+    """One service endpoint's streaming POSTs. Create it on the event loop that uses it.
+
+    ``timeout`` bounds connecting, the wait for the answer's headers, and each silence of the
+    service while its answer streams."""
 
     def __init__(self, *, headers: Mapping[str, str], timeout: float, max_retries: int) -> None:
         self._headers = {
@@ -114,7 +157,10 @@ class SseTransport:
             "Content-Type": "application/json",
             "Accept": "text/event-stream",
         }
-        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout)
+        # No read timeout of aiohttp's (see _SilenceWatch): the headers' wait is bounded
+        # around the request, the stream's silences by the watch.
+        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=None)
+        self._read_timeout = timeout
         self._max_retries = max(0, max_retries)
         self._session: aiohttp.ClientSession | None = None
 
@@ -133,11 +179,10 @@ class SseTransport:
         while True:
             error: UpstreamError
             try:
-                response = await self._client().post(url, data=body, headers=self._headers)
+                async with asyncio.timeout(self._read_timeout):
+                    response = await self._client().post(url, data=body, headers=self._headers)
             except TimeoutError:
-                error = UpstreamError(
-                    "The model service did not answer in time.", code="UPSTREAM_TIMEOUT"
-                )
+                error = _timed_out()
                 retryable = True
             except aiohttp.ClientError:
                 error = UpstreamError(
@@ -166,10 +211,17 @@ class SseTransport:
         response = await self._open(url, orjson.dumps(payload))
         complete = False
         pending = b""
+        content = response.content
+        watch = _SilenceWatch(content, self._read_timeout)
         try:
             # Split lines ourselves: aiohttp's line iterator refuses lines over 64 KiB, and one
             # chunk of a large tool call's arguments can be longer.
-            async for data in response.content.iter_any():
+            while True:
+                watch.waiting_since = watch.now()
+                data = await content.readany()
+                watch.waiting_since = None
+                if not data:
+                    break
                 pending += data
                 if b"\n" not in data:
                     continue
@@ -181,15 +233,14 @@ class SseTransport:
                 yield pending[5:].strip()
             complete = True
         except TimeoutError as exc:
-            raise UpstreamError(
-                "The model service did not answer in time.", code="UPSTREAM_TIMEOUT"
-            ) from exc
+            raise _timed_out() from exc
         except aiohttp.ClientError as exc:
             raise UpstreamError(
                 "The model service closed the stream before it finished.",
                 code="UPSTREAM_STREAM_CUT",
             ) from exc
         finally:
+            watch.stop()
             if complete:
                 response.release()
             else:

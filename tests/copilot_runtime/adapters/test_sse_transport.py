@@ -1,0 +1,97 @@
+"""How long the transport waits on a model service, against the project's fake upstream.
+
+The timeout bounds each wait on the service: for the answer's headers, and every silence while
+the answer streams. A stream slower than the timeout in total, or a consumer slow to read what
+was already received, is not a silence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import orjson
+import pytest
+
+from copilot_runtime.adapters.base import UpstreamError
+from copilot_runtime.adapters.sse_transport import SseTransport
+
+TIMEOUT = 0.4
+GIVE_UP_SECONDS = 10.0
+
+
+async def _read(
+    fake_upstream: Any, directive: dict[str, Any], *, pause_between_reads: float = 0.0
+) -> list[bytes]:
+    """The ``data:`` payloads of a streamed chat answer following ``directive``."""
+    transport = SseTransport(headers={}, timeout=TIMEOUT, max_retries=0)
+    payload = {
+        "model": "fake",
+        "stream": True,
+        "messages": [{"role": "user", "content": "FAKE: " + orjson.dumps(directive).decode()}],
+    }
+    received: list[bytes] = []
+
+    async def read() -> None:
+        url = f"{fake_upstream.base_url}/chat/completions"
+        async for data in transport.events(url, payload):
+            received.append(data)
+            if pause_between_reads:
+                await asyncio.sleep(pause_between_reads)
+
+    try:
+        # Bounded here too: a transport that never times out fails the test, not hangs it.
+        await asyncio.wait_for(read(), GIVE_UP_SECONDS)
+    finally:
+        await transport.aclose()
+    return received
+
+
+def _tokens(received: list[bytes]) -> str:
+    text = ""
+    for data in received:
+        if data == b"[DONE]":
+            continue
+        for choice in orjson.loads(data).get("choices", []):
+            text += choice.get("delta", {}).get("content") or ""
+    return text
+
+
+async def test_a_service_silent_after_its_headers_times_out(fake_upstream: Any) -> None:
+    started = time.monotonic()
+    with pytest.raises(UpstreamError) as caught:
+        await _read(fake_upstream, {"hang": True})
+    assert caught.value.code == "UPSTREAM_TIMEOUT"
+    assert TIMEOUT <= time.monotonic() - started < TIMEOUT + 2
+
+
+async def test_a_service_that_never_answers_times_out(fake_upstream: Any) -> None:
+    started = time.monotonic()
+    with pytest.raises(UpstreamError) as caught:
+        await _read(fake_upstream, {"hang_before_headers": True})
+    assert caught.value.code == "UPSTREAM_TIMEOUT"
+    assert TIMEOUT <= time.monotonic() - started < TIMEOUT + 2
+
+
+async def test_a_silence_in_the_middle_of_a_stream_times_out(fake_upstream: Any) -> None:
+    # Three tokens, each after a silence longer than the timeout.
+    with pytest.raises(UpstreamError) as caught:
+        await _read(fake_upstream, {"tokens": 3, "delay_ms": int(TIMEOUT * 2500)})
+    assert caught.value.code == "UPSTREAM_TIMEOUT"
+
+
+async def test_a_stream_longer_than_the_timeout_is_no_silence(fake_upstream: Any) -> None:
+    # Ten tokens 100 ms apart: a second in all, never silent for the timeout.
+    started = time.monotonic()
+    received = await _read(fake_upstream, {"tokens": 10, "delay_ms": 100})
+    assert time.monotonic() - started > 2 * TIMEOUT
+    assert _tokens(received) == "t0" + "".join(f" t{n}" for n in range(1, 10))
+    assert received[-1] == b"[DONE]"
+
+
+async def test_a_consumer_slow_to_read_is_no_silence_of_the_service(fake_upstream: Any) -> None:
+    # The whole answer arrives at once; the consumer takes longer than the timeout per read.
+    received = await _read(fake_upstream, {"tokens": 3}, pause_between_reads=TIMEOUT * 1.5)
+    assert _tokens(received) == "t0 t1 t2"
+    assert received[-1] == b"[DONE]"
