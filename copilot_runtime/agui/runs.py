@@ -97,16 +97,14 @@ async def _run_events(
 ) -> AsyncIterator[bytes]:
     """The run's SSE stream; ``echo`` is the input RUN_STARTED echoes (not kept past it: the
     request's history is not held while the model streams)."""
-    queue = started.events
+    inbox = started.events
     complete = False
     try:
         started_chunk = encoder.start(echo)
         del echo
         yield started_chunk
         while True:
-            batch: list[Event | None] = [await queue.get()]
-            while not queue.empty():
-                batch.append(queue.get_nowait())
+            batch = await inbox.take()
             chunk = encoder.encode(batch)
             if chunk:
                 yield chunk

@@ -22,6 +22,7 @@ from conversations.services.runs import run_request_cancel
 from conversations.store.types import PreparedTurn
 from copilot_runtime.conf import runtime_setting
 from copilot_runtime.engine.execute import run_execute
+from copilot_runtime.engine.inbox import Inbox
 from copilot_runtime.engine.live import LiveRun, live_run_forget, live_run_get, live_run_register
 from copilot_runtime.engine.relay import announce_cancel, follow_run
 from copilot_runtime.events import Event, RunError, RunFinished, event_from_payload
@@ -81,9 +82,9 @@ def start_inline(
     thread_id: str,
     request: TurnRequest,
     prepared: PreparedTurn | None = None,
-) -> tuple[LiveRun, asyncio.Queue[Event | None]]:
-    """Execute the run as a task of this process's event loop; returns its live fan-out and a
-    queue registered before the run starts, so no event is missed."""
+) -> tuple[LiveRun, Inbox[Event | None]]:
+    """Execute the run as a task of this process's event loop; returns its live fan-out and an
+    inbox registered before the run starts, so no event is missed."""
     live = live_run_register(run_id)
     events = live.watch()
 
@@ -108,10 +109,10 @@ def start_inline(
     return live, events
 
 
-def watch_remote(run_id: str) -> tuple[asyncio.Queue[Event | None], Callable[[], None]]:
-    """Follow a run executing elsewhere: its events arrive on a queue (``None`` at the end).
-    Returns the queue and a function that stops following."""
-    events: asyncio.Queue[Event | None] = asyncio.Queue()
+def watch_remote(run_id: str) -> tuple[Inbox[Event | None], Callable[[], None]]:
+    """Follow a run executing elsewhere: its events arrive in an inbox (``None`` at the end).
+    Returns the inbox and a function that stops following."""
+    events: Inbox[Event | None] = Inbox()
 
     async def pump() -> None:
         try:

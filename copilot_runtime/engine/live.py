@@ -5,39 +5,40 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+from copilot_runtime.engine.inbox import Inbox
 from copilot_runtime.events import Event
 
 
 @dataclass
 class LiveRun:
-    """A run executing in this process: its task and the queues of its watchers."""
+    """A run executing in this process: its task and the inboxes of its watchers."""
 
     run_id: str
     task: asyncio.Task[None] | None = None
-    watchers: list[asyncio.Queue[Event | None]] = field(default_factory=list)
+    watchers: list[Inbox[Event | None]] = field(default_factory=list)
     finished: bool = False
 
-    def watch(self) -> asyncio.Queue[Event | None]:
-        """A queue receiving every event from now on, then ``None`` when the run ends."""
-        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+    def watch(self) -> Inbox[Event | None]:
+        """An inbox receiving every event from now on, then ``None`` when the run ends."""
+        inbox: Inbox[Event | None] = Inbox()
         if self.finished:
-            queue.put_nowait(None)
+            inbox.put_nowait(None)
         else:
-            self.watchers.append(queue)
-        return queue
+            self.watchers.append(inbox)
+        return inbox
 
-    def unwatch(self, queue: asyncio.Queue[Event | None]) -> None:
-        if queue in self.watchers:
-            self.watchers.remove(queue)
+    def unwatch(self, inbox: Inbox[Event | None]) -> None:
+        if inbox in self.watchers:
+            self.watchers.remove(inbox)
 
     def publish(self, event: Event) -> None:
-        for queue in self.watchers:
-            queue.put_nowait(event)
+        for inbox in self.watchers:
+            inbox.put_nowait(event)
 
     def close(self) -> None:
         self.finished = True
-        for queue in self.watchers:
-            queue.put_nowait(None)
+        for inbox in self.watchers:
+            inbox.put_nowait(None)
 
     def cancel(self) -> bool:
         if self.task is None or self.task.done():

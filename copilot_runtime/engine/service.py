@@ -6,7 +6,6 @@ call ``turn_start`` and then watch the run; they never touch the engine directly
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import uuid
 from collections.abc import Callable
@@ -36,6 +35,7 @@ from copilot_runtime.engine.hooks import (
     before_request_configured,
     call_before_request,
 )
+from copilot_runtime.engine.inbox import Inbox
 from copilot_runtime.engine.reaper import runs_reap_stale
 from copilot_runtime.errors import CopilotKitError, ErrorCode
 from copilot_runtime.events import Event
@@ -51,7 +51,7 @@ class StartedTurn:
     run_id: str
     thread_id: str
     # Registered before the run starts, so the caller sees every event; None at the end.
-    events: asyncio.Queue[Event | None]
+    events: Inbox[Event | None]
     # Stop watching (the run goes on).
     detach: Callable[[], None]
     # The client's messages that were new to the thread (v2 echoes only those in RUN_STARTED).

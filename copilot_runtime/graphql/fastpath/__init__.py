@@ -89,16 +89,14 @@ async def _payloads(
     started: StartedTurn, *, extensions: dict[str, Any] | None
 ) -> AsyncIterator[dict[str, Any]]:
     encoder = V1Encoder()
-    queue = started.events
+    inbox = started.events
     finished = False
     try:
         yield initial_payload(
             thread_id=started.thread_id, run_id=started.run_id, extensions=extensions
         )
         while not finished:
-            batch = [await queue.get()]
-            while not queue.empty():
-                batch.append(queue.get_nowait())
+            batch = await inbox.take()
             ended = batch[-1] is None
             events = [event for event in batch if event is not None]
             entries, finished = encoder.encode(events)

@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from conversations.services.runs import LoggedEvent
+from copilot_runtime.engine.inbox import Inbox
 from copilot_runtime.engine.service import StartedTurn
 from copilot_runtime.events import (
     ActionArgs,
@@ -65,11 +66,11 @@ def fast_path(events: list[Event] = EVENTS) -> tuple[list[dict[str, Any]], list[
 
 
 async def _pumped_to_the_end(events: list[Event]) -> _Pump:
-    queue: asyncio.Queue[Event | None] = asyncio.Queue()
+    inbox: Inbox[Event | None] = Inbox()
     for event in events:
-        queue.put_nowait(event)
-    queue.put_nowait(None)
-    pump = _Pump(StartedTurn(run_id="r-1", thread_id="t-1", events=queue, detach=lambda: None))
+        inbox.put_nowait(event)
+    inbox.put_nowait(None)
+    pump = _Pump(StartedTurn(run_id="r-1", thread_id="t-1", events=inbox, detach=lambda: None))
     await pump.run()
     return pump
 
