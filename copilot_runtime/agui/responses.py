@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
-from django.http import HttpResponse, StreamingHttpResponse
+from django.http import HttpResponse
 
 from copilot_runtime.errors import CopilotKitError, ErrorCode
-from copilot_runtime.http.responses import STREAM_HEADERS, json_response
+from copilot_runtime.http.responses import ByteStreamResponse, json_response
 
 SSE_CONTENT_TYPE = "text/event-stream"
 
@@ -85,8 +85,5 @@ def refused(error: CopilotKitError) -> HttpResponse:
     return json_response(payload, status=status)
 
 
-def sse_response(body: AsyncIterator[bytes]) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(body, content_type=SSE_CONTENT_TYPE)
-    for name, value in STREAM_HEADERS.items():
-        response[name] = value
-    return response
+def sse_response(body: AsyncIterator[bytes]) -> ByteStreamResponse:
+    return ByteStreamResponse(body, content_type=SSE_CONTENT_TYPE)

@@ -40,7 +40,7 @@ from copilot_runtime.http.graphql_http import (
     graphql_bad_request,
     serve_graphql,
 )
-from copilot_runtime.http.responses import REFUSED_VALUE, json_error
+from copilot_runtime.http.responses import REFUSED_VALUE, ByteStreamResponse, json_error
 from copilot_runtime.mount import RUNTIME_PATH
 
 logger = logging.getLogger(__name__)
@@ -253,8 +253,12 @@ async def _stream(response: HttpResponse, send: Send, receive: Receive | None) -
     """Send the streaming body; a client that leaves cancels the stream (its generator's
     ``finally`` then applies the protocol's disconnect policy), as Django's handler does."""
 
+    chunks = (
+        response.chunks if isinstance(response, ByteStreamResponse) else response.streaming_content  # type: ignore[union-attr]
+    )
+
     async def body() -> None:
-        async for chunk in response.streaming_content:  # type: ignore[union-attr]
+        async for chunk in chunks:
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse
 
 from copilot_runtime.auth import Caller
 from copilot_runtime.errors import CopilotKitError, ErrorCode, error_extensions
@@ -19,7 +19,7 @@ from copilot_runtime.graphql import transport
 from copilot_runtime.graphql.context import RuntimeContext
 from copilot_runtime.graphql.execution import prepare_operation
 from copilot_runtime.graphql.fastpath import match_fast_operation
-from copilot_runtime.http.responses import STREAM_HEADERS, json_response
+from copilot_runtime.http.responses import ByteStreamResponse, json_response
 
 _GRAPHQL_JSON = "application/graphql-response+json; charset=utf-8"
 
@@ -84,10 +84,7 @@ def _streaming_response(payloads: AsyncIterator[dict[str, Any]], *, mode: str) -
 
         content_type = transport.SSE_CONTENT_TYPE
 
-    response = StreamingHttpResponse(body(), content_type=content_type)
-    for name, value in STREAM_HEADERS.items():
-        response[name] = value
-    return response
+    return ByteStreamResponse(body(), content_type=content_type)
 
 
 def _negotiate_stream(request: HttpRequest) -> str | None:

@@ -2,16 +2,31 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
-from django.http import HttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
 
 STREAM_HEADERS = {
     # Nothing between the model's token and the client's socket may buffer the stream.
     "Cache-Control": "no-cache, no-transform",
     "X-Accel-Buffering": "no",
 }
+
+
+class ByteStreamResponse(StreamingHttpResponse):
+    """A streamed answer whose chunks are bytes already, with the headers every stream has.
+
+    Django's ``streaming_content`` passes each chunk through a generator of its own that
+    converts it to bytes; the hot path's front sends ``chunks`` as they are instead (one
+    generator step less per chunk, on the way of every token)."""
+
+    def __init__(self, chunks: AsyncIterator[bytes], *, content_type: str) -> None:
+        super().__init__(chunks, content_type=content_type)
+        self.chunks = chunks
+        for name, value in STREAM_HEADERS.items():
+            self[name] = value
 
 
 def json_response(
