@@ -194,7 +194,8 @@ class SseTransport:
                 if response.status < 400:
                     return response
                 try:
-                    raw = await response.read()
+                    async with asyncio.timeout(self._read_timeout):
+                        raw = await response.read()
                 except (aiohttp.ClientError, TimeoutError):
                     raw = b""
                 finally:

@@ -74,6 +74,39 @@ async def test_a_service_that_never_answers_times_out(fake_upstream: Any) -> Non
     assert TIMEOUT <= time.monotonic() - started < TIMEOUT + 2
 
 
+async def test_an_error_answer_whose_body_never_comes_is_still_reported() -> None:
+    # A service that sends an error's status and headers, then nothing of the body it
+    # announced: the status is reported once the timeout has passed, not waited on forever.
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 100\r\n\r\n{")
+        await writer.drain()
+        await reader.read()  # until the client gives up and closes
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    transport = SseTransport(headers={}, timeout=TIMEOUT, max_retries=0)
+    started = time.monotonic()
+    try:
+        with pytest.raises(UpstreamError) as caught:
+            await asyncio.wait_for(
+                _first(transport.events(f"http://127.0.0.1:{port}/v1/chat/completions", {})),
+                GIVE_UP_SECONDS,
+            )
+    finally:
+        await transport.aclose()
+        server.close()
+    assert caught.value.code == "UPSTREAM_SERVER_ERROR"
+    assert caught.value.status_code == 503
+    assert TIMEOUT <= time.monotonic() - started < TIMEOUT + 2
+
+
+async def _first(events: Any) -> Any:
+    async for data in events:
+        return data
+    return None
+
+
 async def test_a_silence_in_the_middle_of_a_stream_times_out(fake_upstream: Any) -> None:
     # Three tokens, each after a silence longer than the timeout.
     with pytest.raises(UpstreamError) as caught:
