@@ -115,7 +115,6 @@ def run_request_cancel(*, run_id: str) -> bool:
 
 
 @transaction.atomic
-@transaction.atomic
 def runs_log_batches(
     *,
     batches: Sequence[tuple[str, list[LoggedEvent]]],
