@@ -32,12 +32,18 @@ class TurnPool:
 
     @contextlib.asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncConnection]:
-        try:
-            await asyncio.wait_for(self._slots.acquire(), self._timeout)
-        except TimeoutError:
-            raise PoolTimeout(
-                f"no database connection became free within {self._timeout:g} s"
-            ) from None
+        if self._slots.locked():
+            try:
+                await asyncio.wait_for(self._slots.acquire(), self._timeout)
+            except TimeoutError:
+                raise PoolTimeout(
+                    f"no database connection became free within {self._timeout:g} s"
+                ) from None
+        else:
+            # A free slot is taken at once. wait_for would first wrap the acquisition in a
+            # task of its own (before Python 3.12), a turn of the loop later: about 0.08 ms
+            # before each statement at one conversation.
+            await self._slots.acquire()
         conn: AsyncConnection | None = None
         try:
             conn = self._idle.pop() if self._idle else await self._connect()
