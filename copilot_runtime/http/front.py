@@ -20,13 +20,13 @@ import asyncio
 import contextlib
 import io
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterable, Awaitable, Callable
 from typing import Any
 
 import orjson
 from django.core.handlers.asgi import ASGIRequest
 from django.db import DatabaseError, DataError
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 
 from copilot_runtime.agui import responses as agui_responses
 from copilot_runtime.agui import routes, runs
@@ -243,19 +243,23 @@ async def _send_response(
     for cookie in response.cookies.values():
         headers.append((b"set-cookie", cookie.output(header="").strip().encode("latin-1")))
     await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
-    if not response.streaming:
+    if isinstance(response, ByteStreamResponse):
+        # The v1 and v2 streams: their chunks are bytes already, sent as they are.
+        await _stream(response, response.chunks, send, receive)
+    elif isinstance(response, StreamingHttpResponse):
+        await _stream(response, response.streaming_content, send, receive)
+    else:
         await send({"type": "http.response.body", "body": response.content})
-        return
-    await _stream(response, send, receive)
 
 
-async def _stream(response: HttpResponse, send: Send, receive: Receive | None) -> None:
+async def _stream(
+    response: StreamingHttpResponse,
+    chunks: AsyncIterable[bytes],
+    send: Send,
+    receive: Receive | None,
+) -> None:
     """Send the streaming body; a client that leaves cancels the stream (its generator's
     ``finally`` then applies the protocol's disconnect policy), as Django's handler does."""
-
-    chunks = (
-        response.chunks if isinstance(response, ByteStreamResponse) else response.streaming_content  # type: ignore[union-attr]
-    )
 
     async def body() -> None:
         async for chunk in chunks:
