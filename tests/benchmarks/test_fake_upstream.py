@@ -95,6 +95,9 @@ async def test_streamed_text_is_split_into_words_and_reassembles(
     assert chunks[-1].choices[0].finish_reason == "stop"
     assert {chunk.model for chunk in chunks} == {"fake-model"}
     assert {chunk.object for chunk in chunks} == {"chat.completion.chunk"}
+    # The server counts a reply once it has written it all; the client may have read it
+    # first (seen once in CI), so the count is awaited before it is checked.
+    await asyncio.to_thread(wait_until, lambda: fake.stats()["completed"] == 1)
     assert fake.stats()["completed"] == 1
 
 
@@ -198,6 +201,7 @@ async def test_scripted_500_raises_internal_server_error(
 
     assert raised.value.status_code == 500
     assert "upstream exploded" in raised.value.message
+    await asyncio.to_thread(wait_until, lambda: fake.stats()["errors"] == 1)
     assert fake.stats()["errors"] == 1
 
 
@@ -410,6 +414,7 @@ async def test_many_concurrent_streams(fake: FakeUpstream, client: AsyncOpenAI) 
 
     for count, chunks in enumerate(results, start=1):
         assert streamed_text(chunks).split() == [f"t{index}" for index in range(count)]
+    await asyncio.to_thread(wait_until, lambda: fake.stats()["completed"] == 50)
     assert fake.stats()["completed"] == 50
 
 
