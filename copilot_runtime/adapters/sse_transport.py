@@ -1,13 +1,13 @@
-"""POST a JSON request to a model service and read its server-sent events raw, over aiohttp.
+"""POST a JSON request to a model service and read its server-sent events raw.
 
 Model SDKs configure clients and shape requests well, but their HTTP stack is the largest cost
 of a streamed turn here (measured with py-spy: the ``openai`` package's request pipeline and
 its httpx-based line reader took over a third of the server's CPU at 50 concurrent streams).
-This module is the hot path's transport instead: one pooled aiohttp session per adapter (per
-event loop), the ``data:`` payloads handed over as bytes, retries before the first byte with the
-service's ``Retry-After`` honoured, and every failure turned into an ``UpstreamError`` with the
-runtime's stable codes (``UPSTREAM_RATE_LIMITED``, ``_CLIENT_ERROR``, ``_SERVER_ERROR``,
-``_TIMEOUT``, ``_UNREACHABLE``, ``_STREAM_CUT``).
+This module is the hot path's transport instead: one keep-alive connection pool per adapter
+(per event loop, ``http1.py``), the ``data:`` payloads handed over as bytes, retries before
+the first byte with the service's ``Retry-After`` honoured, and every failure turned into an
+``UpstreamError`` with the runtime's stable codes (``UPSTREAM_RATE_LIMITED``,
+``_CLIENT_ERROR``, ``_SERVER_ERROR``, ``_TIMEOUT``, ``_UNREACHABLE``, ``_STREAM_CUT``).
 """
 
 from __future__ import annotations
@@ -15,13 +15,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import ssl
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
-import aiohttp
 import orjson
 
 from copilot_runtime.adapters.base import UpstreamError
+from copilot_runtime.adapters.http1 import (
+    Answer,
+    AnswerCut,
+    ConnectFailed,
+    ConnectionPool,
+    Endpoint,
+    endpoint_for,
+)
 
 _DATA = b"data:"
 # Retried before anything was streamed, as the model SDKs do: conflicts, rate limits,
@@ -113,30 +121,27 @@ def _timed_out() -> UpstreamError:
 
 
 class _SilenceWatch:
-    """Fails a stream once it has been waited on for ``seconds`` without a byte coming.
+    """Fails an answer once a read has waited on it for ``seconds`` without a byte coming.
 
-    One timer per stream, re-armed only when it falls due: aiohttp's own read timeout re-arms
-    a timer on every chunk received (about 2 us each on uvloop, a few percent of the CPU of a
-    stream paced token by token). Only the time spent waiting on the service counts, not the
-    time the consumer takes between reads (the bytes it has not read yet are buffered).
+    One timer per stream, re-armed only when it falls due, not on every chunk received (a
+    per-read timer, as aiohttp's read timeout was, costs about 2 us per chunk on uvloop: a few
+    percent of the CPU of a stream paced token by token). Only the time a read spends waiting
+    on the service counts (``Answer.waiting_since``), not the time the consumer takes between
+    reads (the bytes it has not read yet are buffered).
     """
 
-    def __init__(self, content: aiohttp.StreamReader, seconds: float) -> None:
+    def __init__(self, answer: Answer, seconds: float) -> None:
         self._loop = asyncio.get_running_loop()
-        self._content = content
+        self._answer = answer
         self._seconds = seconds
-        self.waiting_since: float | None = None  # set by the reader around each wait
         self._handle = self._loop.call_at(self._loop.time() + seconds, self._check)
 
-    def now(self) -> float:
-        return self._loop.time()
-
     def _check(self) -> None:
-        since = self.waiting_since
+        since = self._answer.waiting_since
         now = self._loop.time()
         if since is not None and now - since >= self._seconds:
-            # The read waiting on the stream raises it (as aiohttp's own timeout does).
-            self._content.set_exception(TimeoutError(TIMEOUT_MESSAGE))
+            # The read waiting on the answer raises it.
+            self._answer.set_exception(TimeoutError(TIMEOUT_MESSAGE))
             return
         due = (since if since is not None else now) + self._seconds
         self._handle = self._loop.call_at(due, self._check)
@@ -151,57 +156,62 @@ class SseTransport:
     ``timeout`` bounds connecting, the wait for the answer's headers, and each silence of the
     service while its answer streams."""
 
-    def __init__(self, *, headers: Mapping[str, str], timeout: float, max_retries: int) -> None:
+    def __init__(
+        self,
+        *,
+        headers: Mapping[str, str],
+        timeout: float,
+        max_retries: int,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self._headers = {
             **headers,
             "Content-Type": "application/json",
             "Accept": "text/event-stream",
+            # Nothing here decompresses: ask for the body as it is.
+            "Accept-Encoding": "identity",
+            "User-Agent": "copilot-runtime-django",
         }
-        # No read timeout of aiohttp's (see _SilenceWatch): the headers' wait is bounded
-        # around the request, the stream's silences by the watch.
-        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=None)
-        self._read_timeout = timeout
+        self._endpoints: dict[str, Endpoint] = {}
+        self._timeout = timeout
         self._max_retries = max(0, max_retries)
-        self._session: aiohttp.ClientSession | None = None
+        self._pool = ConnectionPool(ssl_context=ssl_context)
 
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
-                timeout=self._timeout,
-                # The services' answers are JSON or SSE; nothing here needs cookies.
-                cookie_jar=aiohttp.DummyCookieJar(),
-            )
-        return self._session
+    def _endpoint(self, url: str) -> Endpoint:
+        endpoint = self._endpoints.get(url)
+        if endpoint is None:
+            endpoint = self._endpoints[url] = endpoint_for(url, headers=self._headers)
+        return endpoint
 
-    async def _open(self, url: str, body: bytes) -> aiohttp.ClientResponse:
+    async def _open(self, url: str, body: bytes) -> Answer:
+        endpoint = self._endpoint(url)
         attempt = 0
         while True:
             error: UpstreamError
             try:
-                async with asyncio.timeout(self._read_timeout):
-                    response = await self._client().post(url, data=body, headers=self._headers)
+                async with asyncio.timeout(self._timeout):
+                    answer = await self._pool.send(endpoint, body)
             except TimeoutError:
                 error = _timed_out()
                 retryable = True
-            except aiohttp.ClientError:
+            except ConnectFailed:
                 error = UpstreamError(
                     "The model service could not be reached (connection failed).",
                     code="UPSTREAM_UNREACHABLE",
                 )
                 retryable = True
             else:
-                if response.status < 400:
-                    return response
+                if answer.status < 400:
+                    return answer
                 try:
-                    async with asyncio.timeout(self._read_timeout):
-                        raw = await response.read()
-                except (aiohttp.ClientError, TimeoutError):
+                    async with asyncio.timeout(self._timeout):
+                        raw = await answer.read_all()
+                except (AnswerCut, TimeoutError):
                     raw = b""
                 finally:
-                    response.release()
-                error = status_error(response.status, response.headers, raw)
-                retryable = response.status in _RETRIED_STATUSES or response.status >= 500
+                    answer.release()
+                error = status_error(answer.status, answer.headers, raw)
+                retryable = answer.status in _RETRIED_STATUSES or answer.status >= 500
             if not retryable or attempt >= self._max_retries:
                 raise error
             await asyncio.sleep(_backoff(attempt, error))
@@ -209,18 +219,13 @@ class SseTransport:
 
     async def events(self, url: str, payload: Mapping[str, Any]) -> AsyncIterator[bytes]:
         """The ``data:`` payloads of the streamed answer, as bytes (``[DONE]`` included)."""
-        response = await self._open(url, orjson.dumps(payload))
-        complete = False
+        answer = await self._open(url, orjson.dumps(payload))
         pending = b""
-        content = response.content
-        watch = _SilenceWatch(content, self._read_timeout)
+        watch = _SilenceWatch(answer, self._timeout)
         try:
-            # Split lines ourselves: aiohttp's line iterator refuses lines over 64 KiB, and one
-            # chunk of a large tool call's arguments can be longer.
+            # Lines of any length: one chunk of a large tool call's arguments can be long.
             while True:
-                watch.waiting_since = watch.now()
-                data = await content.readany()
-                watch.waiting_since = None
+                data = await answer.read()
                 if not data:
                     break
                 pending += data
@@ -232,23 +237,15 @@ class SseTransport:
                         yield line[5:].strip()
             if pending.startswith(_DATA):
                 yield pending[5:].strip()
-            complete = True
         except TimeoutError as exc:
             raise _timed_out() from exc
-        except aiohttp.ClientError as exc:
-            raise UpstreamError(
-                "The model service closed the stream before it finished.",
-                code="UPSTREAM_STREAM_CUT",
-            ) from exc
+        except AnswerCut as exc:
+            raise stream_cut() from exc
         finally:
             watch.stop()
-            if complete:
-                response.release()
-            else:
-                # Stopped early (the run was cancelled, or a consumer stopped reading): the
-                # connection is dropped, so the service stops generating.
-                response.close()
+            # Read to its end, the connection is reused. Stopped early (the run was cancelled,
+            # or a consumer stopped reading), it is dropped, so the service stops generating.
+            answer.release()
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        await self._pool.aclose()

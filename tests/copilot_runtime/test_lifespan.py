@@ -54,14 +54,21 @@ async def test_shutdown_closes_the_model_adapters_http_pool(fake_upstream: Any) 
     runtime = {"OPENAI_API_KEY": "test", "OPENAI_BASE_URL": fake_upstream.base_url}
     with override_settings(COPILOT_RUNTIME=runtime):
         adapter = adapter_from_settings()
-        session = adapter._transport._client()  # the pool a first turn opens
+        pool = adapter._transport._pool
+        # A first turn's stream, read to its end: its connection is kept alive for the next.
+        events = adapter._transport.events(
+            f"{fake_upstream.base_url}/chat/completions",
+            {"model": "fake", "stream": True, "messages": [{"role": "user", "content": "hi"}]},
+        )
+        assert [data async for data in events][-1] == b"[DONE]"
+        assert pool.open_connections == 1
 
         assert await run_lifespan(lifespan) == [
             "lifespan.startup.complete",
             "lifespan.shutdown.complete",
         ]
 
-        assert session.closed
+        assert pool.open_connections == 0
         assert adapter_from_settings() is not adapter  # a later turn builds a new one
     await POOLS.close_all()
 
