@@ -60,16 +60,21 @@ def decisions_to_apply(
     conversation: list[dict[str, Any]], actions: dict[str, ServerAction]
 ) -> list[AwaitingDecision]:
     """Calls of the last assistant turn to approval-needing actions whose only result is the
-    client's decision (not yet executed by us)."""
-    last_assistant = next(
-        (
-            index
-            for index in range(len(conversation) - 1, -1, -1)
-            if conversation[index].get("role") == "assistant"
-            and conversation[index].get("tool_calls")
-        ),
-        None,
-    )
+    client's decision (not yet executed by us).
+
+    Looks back from the end only as far as the last assistant turn with tool calls, or the
+    last user message (after which there is nothing to apply): a turn's cost does not grow
+    with the thread's length."""
+    if not any(action.needs_approval for action in actions.values()):
+        return []
+    last_assistant = None
+    for index in range(len(conversation) - 1, -1, -1):
+        role = conversation[index].get("role")
+        if role == "user":
+            return []  # the user moved on: no decision to apply
+        if role == "assistant" and conversation[index].get("tool_calls"):
+            last_assistant = index
+            break
     if last_assistant is None:
         return []
     results: dict[str, list[str]] = {}

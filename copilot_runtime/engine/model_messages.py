@@ -96,7 +96,8 @@ def model_messages(
                 }
             )
         # Agent state messages are the frontend's view of an agent; the model never sees them.
-    return _without_unanswered_calls(out)
+    # Without tool calls there is nothing to drop (a text-only thread skips a second pass).
+    return _without_unanswered_calls(out) if known_calls else out
 
 
 def _without_unanswered_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

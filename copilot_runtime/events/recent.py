@@ -75,10 +75,16 @@ class Recent(Generic[Made]):
             return False, None  # no id: nothing to recognise it by
         items = self.store.items
         seen = items.get(key)
-        if seen is not None and seen[0] is self and seen[1] == raw:
-            items.move_to_end(key)
-            return True, seen[2]
-        return False, None
+        if seen is None or seen[0] is not self:
+            return False, None
+        if seen[1] is not raw:
+            if seen[1] != raw:
+                return False, None
+            # Kept with this request's own (equal) message: a second look-up of it in the same
+            # request (the v1 check, then the parse) is an identity test, not a comparison.
+            items[key] = (self, raw, seen[2])
+        items.move_to_end(key)
+        return True, seen[2]
 
     def keep(self, key: Any, raw: Any, made: Made) -> None:
         if type(key) is not str or not key:

@@ -104,3 +104,33 @@ def test_the_runtime_s_recents_share_the_process_store() -> None:
 
     assert run_input._CHECKED_MESSAGES.store is MESSAGES
     assert turn_input._PARSED_MESSAGES.store is MESSAGES
+
+
+class _Counted(dict[str, Any]):
+    """A message that counts how often it is compared."""
+
+    comparisons = 0
+
+    def __eq__(self, other: object) -> bool:
+        _Counted.comparisons += 1
+        return super().__eq__(other)
+
+    def __ne__(self, other: object) -> bool:
+        _Counted.comparisons += 1
+        return super().__ne__(other)
+
+
+def test_a_message_looked_up_twice_in_one_request_is_compared_once() -> None:
+    # v1 asks whether a history message was parsed before (its check), then parses it: the
+    # second look-up of the same message must not compare it all over again.
+    recent: Recent[dict[str, Any]] = Recent(RecentStore())
+    make = Maker()
+    recent.made_from("m-1", _Counted(id="m-1", text="hi"), make)  # an earlier request
+    _Counted.comparisons = 0
+
+    raw = _Counted(id="m-1", text="hi")  # this request's equal message
+    assert recent.recall("m-1", raw)[0]
+    assert recent.made_from("m-1", raw, make) == {"made": "HI"}
+
+    assert _Counted.comparisons == 1
+    assert make.calls == 1
