@@ -96,6 +96,27 @@ async def keep_alive_answers(
         await writer.drain()
 
 
+Answering = Callable[[Server, asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+def answering(raw: bytes, *, then: str = "close") -> Answering:
+    """A service that reads one request, writes ``raw``, then closes the connection
+    ("close"), reads until the client closes it ("read"), or holds it open ("hold")."""
+
+    async def answer(
+        server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        await read_request(reader)
+        writer.write(raw)
+        await writer.drain()
+        if then == "read":
+            await reader.read()
+        elif then == "hold":
+            await asyncio.sleep(GIVE_UP)
+
+    return answer
+
+
 async def test_an_answer_is_read_and_its_connection_reused() -> None:
     pool = ConnectionPool()
     async with serving(keep_alive_answers) as server:
@@ -139,55 +160,37 @@ async def test_a_chunked_answer_is_read_as_it_comes() -> None:
         await pool.aclose()
 
 
-async def test_an_answer_ended_by_the_connection_closing_is_whole_and_not_reused() -> None:
-    async def until_close(
-        server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        await read_request(reader)
-        writer.write(
-            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: 1\n\ndata: 2\n\n"
-        )
-        await writer.drain()
-
+@pytest.mark.parametrize(
+    "service",
+    [
+        # Neither a length nor chunks: the answer's end is the connection's.
+        answering(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: 1\n\n"),
+        # A whole answer announced as the connection's last (the close itself is not awaited).
+        answering(
+            b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 9\r\n\r\ndata: 1\n\n",
+            then="hold",
+        ),
+    ],
+    ids=["ended by the close", "Connection: close"],
+)
+async def test_an_answer_on_a_connection_the_service_ends_is_whole_and_not_reused(
+    service: Answering,
+) -> None:
     pool = ConnectionPool()
-    async with serving(until_close) as server:
-        for _ in range(2):
-            answer = await pool.send(server.endpoint(), b"{}")
-            assert await asyncio.wait_for(answer.read_all(), GIVE_UP) == b"data: 1\n\ndata: 2\n\n"
-            answer.release()
-        await pool.aclose()
-    assert server.connections == 2
-
-
-async def test_connection_close_is_honoured() -> None:
-    async def closing(
-        server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        await read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok")
-        await writer.drain()
-        await asyncio.sleep(GIVE_UP)  # the client must not wait for this close
-
-    pool = ConnectionPool()
-    async with serving(closing) as server:
+    async with serving(service) as server:
         for _ in range(2):
             answer = await asyncio.wait_for(pool.send(server.endpoint(), b"{}"), GIVE_UP)
-            assert await answer.read_all() == b"ok"
+            assert await asyncio.wait_for(answer.read_all(), GIVE_UP) == b"data: 1\n\n"
             answer.release()
         await pool.aclose()
     assert server.connections == 2
 
 
 async def test_an_answer_cut_before_its_length_fails_the_read() -> None:
-    async def cut(
-        server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        await read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial")
-        await writer.drain()
-
     pool = ConnectionPool()
-    async with serving(cut) as server:
+    async with serving(
+        answering(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial")
+    ) as server:
         answer = await pool.send(server.endpoint(), b"{}")
         assert await answer.read() == b"partial"
         with pytest.raises(AnswerCut):
@@ -224,13 +227,8 @@ async def test_a_kept_alive_connection_the_service_dropped_is_replaced() -> None
 
 
 async def test_a_new_connection_closed_without_an_answer_fails() -> None:
-    async def silent_close(
-        server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        await read_request(reader)
-
     pool = ConnectionPool()
-    async with serving(silent_close) as server:
+    async with serving(answering(b"")) as server:
         with pytest.raises(ConnectFailed):
             await asyncio.wait_for(pool.send(server.endpoint(), b"{}"), GIVE_UP)
         await pool.aclose()
@@ -238,15 +236,8 @@ async def test_a_new_connection_closed_without_an_answer_fails() -> None:
 
 
 async def test_bytes_that_are_not_http_fail_the_request() -> None:
-    async def garbage(
-        server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        await read_request(reader)
-        writer.write(b"SSH-2.0-OpenSSH\r\n\r\n")
-        await reader.read()
-
     pool = ConnectionPool()
-    async with serving(garbage) as server:
+    async with serving(answering(b"SSH-2.0-OpenSSH\r\n\r\n", then="read")) as server:
         with pytest.raises(ConnectFailed):
             await asyncio.wait_for(pool.send(server.endpoint(), b"{}"), GIVE_UP)
         await pool.aclose()
@@ -265,7 +256,7 @@ async def test_an_unreachable_service_fails_to_connect() -> None:
 async def test_an_abandoned_answer_closes_its_connection() -> None:
     service_saw_the_close = asyncio.Event()
 
-    async def endless(
+    async def endless_signalling(
         server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         await read_request(reader)
@@ -275,7 +266,7 @@ async def test_an_abandoned_answer_closes_its_connection() -> None:
         service_saw_the_close.set()
 
     pool = ConnectionPool()
-    async with serving(endless) as server:
+    async with serving(endless_signalling) as server:
         answer = await pool.send(server.endpoint(), b"{}")
         assert await answer.read() == b"more"
         answer.release()  # stopped reading before the end
@@ -284,16 +275,10 @@ async def test_an_abandoned_answer_closes_its_connection() -> None:
 
 
 async def test_closing_the_pool_fails_a_waiting_read() -> None:
-    async def endless(
-        server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        await read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
-        await writer.drain()
-        await reader.read()
-
     pool = ConnectionPool()
-    async with serving(endless) as server:
+    async with serving(
+        answering(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", then="read")
+    ) as server:
         answer = await pool.send(server.endpoint(), b"{}")
         reading = asyncio.ensure_future(answer.read())
         await asyncio.sleep(0.05)
@@ -303,18 +288,14 @@ async def test_closing_the_pool_fails_a_waiting_read() -> None:
 
 
 async def test_an_interim_answer_is_skipped() -> None:
-    async def early_hints(
-        server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        await read_request(reader)
-        writer.write(
-            b"HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n"
-            b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok"
-        )
-        await reader.read()
-
     pool = ConnectionPool()
-    async with serving(early_hints) as server:
+    async with serving(
+        answering(
+            b"HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n"
+            b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok",
+            then="read",
+        )
+    ) as server:
         answer = await asyncio.wait_for(pool.send(server.endpoint(), b"{}"), GIVE_UP)
         assert (answer.status, "link" in answer.headers, await answer.read_all()) == (
             201,
