@@ -96,6 +96,7 @@ class Answer:
         "_error",
         "_keep_alive",
         "_paused",
+        "_released",
         "_waiter",
         "headers",
         "status",
@@ -113,6 +114,7 @@ class Answer:
         self._error: BaseException | None = None
         self._done = False
         self._keep_alive = False
+        self._released = False
         # When the read waiting now began waiting for the service (loop time), else None.
         self.waiting_since: float | None = None
 
@@ -158,7 +160,11 @@ class Answer:
 
     def release(self) -> None:
         """Done with the answer: its connection is reused if the whole body was read and the
-        service keeps it open, and closed otherwise (so a service stops generating)."""
+        service keeps it open, and closed otherwise (so a service stops generating). Only the
+        first call counts: a connection is never handed back twice."""
+        if self._released:
+            return
+        self._released = True
         connection, self._connection.answer = self._connection, None
         if self._done and self._keep_alive and not self._chunks:
             connection.reusable()

@@ -184,7 +184,13 @@ class SseTransport:
         return endpoint
 
     async def _open(self, url: str, body: bytes) -> Answer:
-        endpoint = self._endpoint(url)
+        try:
+            endpoint = self._endpoint(url)
+        except ValueError as exc:
+            # A setting's mistake (the base URL, a header): no retry can mend it.
+            raise UpstreamError(
+                f"The model service's request cannot be sent: {exc}", code="UPSTREAM_UNREACHABLE"
+            ) from exc
         attempt = 0
         while True:
             error: UpstreamError

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 
 import pytest
 import trustme
-import uvloop
 
 from copilot_runtime.adapters.http1 import (
     AnswerCut,
@@ -22,14 +21,6 @@ from copilot_runtime.adapters.http1 import (
 )
 
 GIVE_UP = 10.0
-
-
-@pytest.fixture(params=["asyncio", "uvloop"])
-def event_loop_policy(request: pytest.FixtureRequest) -> asyncio.AbstractEventLoopPolicy:
-    """Every test on asyncio's own loop and on uvloop's, which the web and worker run on."""
-    if request.param == "uvloop":
-        return uvloop.EventLoopPolicy()
-    return asyncio.DefaultEventLoopPolicy()
 
 
 @dataclass
@@ -134,6 +125,25 @@ async def test_an_answer_is_read_and_its_connection_reused() -> None:
     assert first.startswith(b"POST /v1/chat HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n" % server.port)
     assert b"\r\nX-Key: k\r\n" in first
     assert first.endswith(b'Content-Length: 8\r\n\r\n{"n": 0}')
+
+
+async def test_an_answer_released_twice_hands_its_connection_back_once() -> None:
+    pool = ConnectionPool()
+    async with serving(keep_alive_answers) as server:
+        answer = await pool.send(server.endpoint(), b"{}")
+        assert await answer.read_all() == b"answer 1"
+        answer.release()
+        answer.release()
+        # Two requests at once: each on a connection of its own.
+        first, second = await asyncio.wait_for(
+            asyncio.gather(*(pool.send(server.endpoint(), b"{}") for _ in range(2))), GIVE_UP
+        )
+        bodies = sorted([await first.read_all(), await second.read_all()])
+        first.release()
+        second.release()
+        await pool.aclose()
+    assert bodies == [b"answer 2", b"answer 3"]
+    assert server.connections == 2
 
 
 async def test_a_chunked_answer_is_read_as_it_comes() -> None:

@@ -125,3 +125,24 @@ async def test_a_consumer_slow_to_read_is_no_silence_of_the_service(fake_upstrea
     received = await _read(fake_upstream, {"tokens": 3}, pause_between_reads=TIMEOUT * 1.5)
     assert _tokens(received) == "t0 t1 t2"
     assert received[-1] == b"[DONE]"
+
+
+@pytest.mark.parametrize(
+    ("url", "headers"),
+    [
+        ("ftp://127.0.0.1/v1/chat/completions", {}),
+        ("http://127.0.0.1:9/v1/chat/completions", {"Authorization": "Bearer k\r\nX-Evil: 1"}),
+    ],
+    ids=["not an http URL", "a header with a line break"],
+)
+async def test_a_request_that_cannot_be_sent_is_a_clear_error_not_retried(
+    url: str, headers: dict[str, str]
+) -> None:
+    transport = SseTransport(headers=headers, timeout=TIMEOUT, max_retries=3)
+    started = time.monotonic()
+    with pytest.raises(UpstreamError) as caught:
+        await _first(transport.events(url, {}))
+    await transport.aclose()
+    assert caught.value.code == "UPSTREAM_UNREACHABLE"
+    assert "cannot be sent" in str(caught.value)
+    assert time.monotonic() - started < 0.4  # at once, without the retries' back-off

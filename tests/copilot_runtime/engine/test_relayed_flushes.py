@@ -20,6 +20,7 @@ from django.test import override_settings
 from conversations.models import RunEvent, RunStatus
 from conversations.store import turn_store
 from copilot_runtime.engine.execute import run_execute
+from copilot_runtime.engine.log_writer import next_flush_at
 from copilot_runtime.engine.service import turn_prepare
 from copilot_runtime.events.request import TurnRequest
 from copilot_runtime.graphql.turn_input import parse_generate_input
@@ -104,7 +105,12 @@ async def _logged_types(run_id: str) -> list[str]:
 async def test_the_events_before_the_first_token_are_written_with_it(
     fake_upstream: Any, writes: Writes
 ) -> None:
-    # A long interval: nothing but the first token and the run's end cuts it short.
+    # A long interval: nothing but the first token and the run's end cuts it short. The
+    # flushes of every run fall on one grid of the interval (next_flush_at): the run starts
+    # just after a point of it, so that the next one is a whole interval away rather than, by
+    # chance, closer than the first token (which failed a few percent of runs).
+    loop = asyncio.get_running_loop()
+    await asyncio.sleep(next_flush_at(last_flush=loop.time(), interval=2.0) - loop.time() + 0.01)
     run_id = await _execute_as_a_worker(fake_upstream, tokens=5, delay_ms=20, flush_ms=2000)
     logged = await _logged_types(run_id)
     before_token = logged[: logged.index(TEXT_DELTA)]
