@@ -385,7 +385,8 @@ class ConnectionPool:
                 ssl=context,
                 server_hostname=endpoint.host if context is not None else None,
             )
-        except OSError as exc:  # refused, unresolvable, TLS refused (ssl.SSLError)
+        except (OSError, ValueError) as exc:
+            # Refused, unresolvable, TLS refused (ssl.SSLError), a host name IDNA cannot encode.
             raise ConnectFailed(f"Could not connect to {endpoint.host}:{endpoint.port}.") from exc
         self._open.add(connection)
         return connection

@@ -208,7 +208,17 @@ class SseTransport:
                 retryable = True
             else:
                 if answer.status < 400:
-                    return answer
+                    encoding = answer.headers.get("content-encoding", "identity").strip().lower()
+                    if encoding in ("identity", ""):
+                        return answer
+                    # Asked for as it is (Accept-Encoding: identity), sent compressed: nothing
+                    # here decompresses, and reading it as text would lose the answer silently.
+                    answer.release()
+                    raise UpstreamError(
+                        f"The model service sent a {encoding}-compressed answer, which the"
+                        " runtime does not read.",
+                        code="UPSTREAM_BAD_STREAM",
+                    )
                 try:
                     async with asyncio.timeout(self._timeout):
                         raw = await answer.read_all()

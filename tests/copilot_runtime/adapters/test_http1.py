@@ -90,9 +90,10 @@ async def keep_alive_answers(
 Answering = Callable[[Server, asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
-def answering(raw: bytes, *, then: str = "close") -> Answering:
+def answering(raw: bytes, *, then: str = "close", closed: asyncio.Event | None = None) -> Answering:
     """A service that reads one request, writes ``raw``, then closes the connection
-    ("close"), reads until the client closes it ("read"), or holds it open ("hold")."""
+    ("close"), reads until the client closes it ("read"; ``closed`` is set then), or holds it
+    open ("hold")."""
 
     async def answer(
         server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -102,6 +103,8 @@ def answering(raw: bytes, *, then: str = "close") -> Answering:
         await writer.drain()
         if then == "read":
             await reader.read()
+            if closed is not None:
+                closed.set()
         elif then == "hold":
             await asyncio.sleep(GIVE_UP)
 
@@ -265,18 +268,14 @@ async def test_an_unreachable_service_fails_to_connect() -> None:
 
 async def test_an_abandoned_answer_closes_its_connection() -> None:
     service_saw_the_close = asyncio.Event()
-
-    async def endless_signalling(
-        server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        await read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nmore\r\n")
-        await writer.drain()
-        await reader.read()  # returns at the client's close
-        service_saw_the_close.set()
+    endless = answering(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nmore\r\n",
+        then="read",
+        closed=service_saw_the_close,
+    )
 
     pool = ConnectionPool()
-    async with serving(endless_signalling) as server:
+    async with serving(endless) as server:
         answer = await pool.send(server.endpoint(), b"{}")
         assert await answer.read() == b"more"
         answer.release()  # stopped reading before the end

@@ -8,6 +8,7 @@ was already received, is not a silence.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import time
 from typing import Any
 
@@ -71,19 +72,19 @@ async def test_a_silent_service_times_out(fake_upstream: Any, silence: dict[str,
     assert TIMEOUT <= time.monotonic() - started < TIMEOUT + 2
 
 
-async def test_an_error_answer_whose_body_never_comes_is_still_reported() -> None:
-    # A service that sends an error's status and headers, then nothing of the body it
-    # announced: the status is reported once the timeout has passed, not waited on forever.
+async def _refusal_from_raw_service(raw: bytes, *, max_retries: int = 0) -> UpstreamError:
+    """The error reading from a service that answers one request with ``raw`` and then waits
+    for the client to close the connection."""
+
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.readuntil(b"\r\n\r\n")
-        writer.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 100\r\n\r\n{")
+        writer.write(raw)
         await writer.drain()
         await reader.read()  # until the client gives up and closes
 
     server = await asyncio.start_server(answer, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    transport = SseTransport(headers={}, timeout=TIMEOUT, max_retries=0)
-    started = time.monotonic()
+    transport = SseTransport(headers={}, timeout=TIMEOUT, max_retries=max_retries)
     try:
         with pytest.raises(UpstreamError) as caught:
             await asyncio.wait_for(
@@ -93,8 +94,18 @@ async def test_an_error_answer_whose_body_never_comes_is_still_reported() -> Non
     finally:
         await transport.aclose()
         server.close()
-    assert caught.value.code == "UPSTREAM_SERVER_ERROR"
-    assert caught.value.status_code == 503
+    return caught.value
+
+
+async def test_an_error_answer_whose_body_never_comes_is_still_reported() -> None:
+    # A service that sends an error's status and headers, then nothing of the body it
+    # announced: the status is reported once the timeout has passed, not waited on forever.
+    started = time.monotonic()
+    error = await _refusal_from_raw_service(
+        b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 100\r\n\r\n{"
+    )
+    assert error.code == "UPSTREAM_SERVER_ERROR"
+    assert error.status_code == 503
     assert TIMEOUT <= time.monotonic() - started < TIMEOUT + 2
 
 
@@ -146,3 +157,15 @@ async def test_a_request_that_cannot_be_sent_is_a_clear_error_not_retried(
     assert caught.value.code == "UPSTREAM_UNREACHABLE"
     assert "cannot be sent" in str(caught.value)
     assert time.monotonic() - started < 0.4  # at once, without the retries' back-off
+
+
+async def test_a_compressed_answer_is_a_clear_error_not_an_empty_stream() -> None:
+    # Asked for as it is, a service that compresses anyway: refused by name, never read as text.
+    body = gzip.compress(b"data: [DONE]\n\n")
+    error = await _refusal_from_raw_service(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Encoding: gzip\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(body), body),
+        max_retries=2,
+    )
+    assert error.code == "UPSTREAM_BAD_STREAM"
+    assert "gzip" in str(error)
