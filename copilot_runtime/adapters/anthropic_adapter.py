@@ -27,6 +27,7 @@ from copilot_runtime.adapters.base import (
     ToolCallChunk,
     UpstreamError,
     UsageChunk,
+    read_chunks,
 )
 from copilot_runtime.adapters.sse_transport import SseTransport, stream_cut, upstream_stream_errors
 
@@ -190,6 +191,13 @@ class _StreamReader:
         self.cache_write = 0
         self.stopped = False  # message_stop seen: the stream ended as it should
 
+    def feed_payload(self, data: bytes) -> list[ModelChunk]:
+        """The chunks of one ``data:`` payload (an empty one, or one not an object: none)."""
+        if not data:
+            return []
+        event = orjson.loads(data)
+        return self.feed(event) if isinstance(event, dict) else []
+
     def feed(self, event: dict[str, Any]) -> list[ModelChunk]:
         kind = event.get("type")
         if kind == "content_block_delta":
@@ -279,13 +287,12 @@ class AnthropicAdapter:
         body = request_body(request, model=self.default_model, max_tokens=self.max_tokens)
         reader = _StreamReader()
         with upstream_stream_errors(item="event"):
-            async for data in self._transport.events(self._url, body):
-                if not data:
-                    continue
-                event = orjson.loads(data)
-                if isinstance(event, dict):
-                    for chunk in reader.feed(event):
-                        yield chunk
+            async for payloads in self._transport.event_batches(self._url, body):
+                chunks, error = read_chunks(payloads, reader.feed_payload)
+                for chunk in chunks:
+                    yield chunk
+                if error is not None:
+                    raise error
         if not reader.stopped:
             raise stream_cut()
         yield reader.total_usage()

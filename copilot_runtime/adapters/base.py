@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -48,6 +48,69 @@ class UsageChunk:
 
 
 ModelChunk = TextChunk | ToolCallChunk | FinishChunk | UsageChunk
+
+
+def joined(chunks: list[ModelChunk]) -> list[ModelChunk]:
+    """``chunks`` with each run of adjacent text deltas, and of one tool call's argument
+    deltas, joined into one chunk.
+
+    An adapter passes what one read of the service's stream delivered. Those deltas are all
+    here at once, so joining them sends the same text at the same moment, while every step
+    after (events, guardrails, the log, the wire, the client) works once per read instead of
+    once per token. A stream that delivers one token per read is passed through unchanged.
+    A call's id and name are taken from its first chunk, as the chat engine reads them.
+    """
+    if len(chunks) < 2:
+        return chunks
+    out: list[ModelChunk] = []
+    parts: list[str] = []
+    for chunk in chunks:
+        last = out[-1] if out else None
+        if type(chunk) is TextChunk and type(last) is TextChunk:
+            parts.append(chunk.delta)
+            continue
+        if (
+            type(chunk) is ToolCallChunk
+            and type(last) is ToolCallChunk
+            and last.index == chunk.index
+        ):
+            parts.append(chunk.arguments_delta)
+            continue
+        _close(out, parts)
+        out.append(chunk)
+    _close(out, parts)
+    return out
+
+
+def read_chunks(
+    payloads: list[bytes], parse: Callable[[bytes], list[ModelChunk]]
+) -> tuple[list[ModelChunk], Exception | None]:
+    """The chunks of one read's payloads, joined, and the error a payload raised, if one did:
+    the chunks before it are kept, to go out before the error as they would have one by one."""
+    chunks: list[ModelChunk] = []
+    try:
+        for data in payloads:
+            chunks += parse(data)
+    except Exception as error:
+        return joined(chunks), error
+    return joined(chunks), None
+
+
+def _close(out: list[ModelChunk], parts: list[str]) -> None:
+    """Fold the deltas gathered in ``parts`` into the last chunk of ``out`` (a copy)."""
+    if not parts:
+        return
+    last = out[-1]
+    if type(last) is TextChunk:
+        out[-1] = TextChunk(last.delta + "".join(parts))
+    elif type(last) is ToolCallChunk:
+        out[-1] = ToolCallChunk(
+            index=last.index,
+            id=last.id,
+            name=last.name,
+            arguments_delta=last.arguments_delta + "".join(parts),
+        )
+    parts.clear()
 
 
 class UpstreamError(Exception):

@@ -24,6 +24,7 @@ from copilot_runtime.adapters.base import (
     ToolCallChunk,
     UpstreamError,
     UsageChunk,
+    read_chunks,
 )
 from copilot_runtime.adapters.sse_transport import SseTransport, upstream_stream_errors
 
@@ -80,6 +81,8 @@ def _request_body(
 
 def parse_chunk(line: bytes) -> list[ModelChunk]:
     """The model chunks in one SSE ``data:`` line of a chat completion stream."""
+    if not line:
+        return []
     payload = orjson.loads(line)
     chunks: list[ModelChunk] = []
     if isinstance(payload, dict) and payload.get("error"):
@@ -166,13 +169,17 @@ class OpenAIAdapter:
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
         body = _request_body(request, self.default_model, self.instruction_role)
         with upstream_stream_errors(item="chunk"):
-            async for data in self._transport.events(self._url, body):
-                if data == _DONE:
-                    break
-                if not data:
-                    continue
-                for chunk in parse_chunk(data):
+            async for payloads in self._transport.event_batches(self._url, body):
+                done = _DONE in payloads
+                if done:
+                    payloads = payloads[: payloads.index(_DONE)]
+                chunks, error = read_chunks(payloads, parse_chunk)
+                for chunk in chunks:
                     yield chunk
+                if error is not None:
+                    raise error
+                if done:
+                    break
 
     async def aclose(self) -> None:
         """Close the connection pool (the runtime keeps one adapter per event loop)."""

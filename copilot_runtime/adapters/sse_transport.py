@@ -4,7 +4,8 @@ Model SDKs configure clients and shape requests well, but their HTTP stack is th
 of a streamed turn here (measured with py-spy: the ``openai`` package's request pipeline and
 its httpx-based line reader took over a third of the server's CPU at 50 concurrent streams).
 This module is the hot path's transport instead: one keep-alive connection pool per adapter
-(per event loop, ``http1.py``), the ``data:`` payloads handed over as bytes, retries before
+(per event loop, ``http1.py``), the ``data:`` payloads handed over as bytes in the groups one
+read of the socket delivered (the adapters join a group's deltas), retries before
 the first byte with the service's ``Retry-After`` honoured, and every failure turned into an
 ``UpstreamError`` with the runtime's stable codes (``UPSTREAM_RATE_LIMITED``,
 ``_CLIENT_ERROR``, ``_SERVER_ERROR``, ``_TIMEOUT``, ``_UNREACHABLE``, ``_STREAM_CUT``).
@@ -233,8 +234,12 @@ class SseTransport:
             await asyncio.sleep(_backoff(attempt, error))
             attempt += 1
 
-    async def events(self, url: str, payload: Mapping[str, Any]) -> AsyncIterator[bytes]:
-        """The ``data:`` payloads of the streamed answer, as bytes (``[DONE]`` included)."""
+    async def event_batches(
+        self, url: str, payload: Mapping[str, Any]
+    ) -> AsyncIterator[list[bytes]]:
+        """The ``data:`` payloads of the streamed answer, as bytes (``[DONE]`` included),
+        grouped as the reads of the socket delivered them: what arrived together can be
+        handled together (the adapters join one read's text deltas)."""
         answer = await self._open(url, orjson.dumps(payload))
         pending = b""
         watch = _SilenceWatch(answer, self._timeout)
@@ -248,11 +253,11 @@ class SseTransport:
                 if b"\n" not in data:
                     continue
                 *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    if line.startswith(_DATA):
-                        yield line[5:].strip()
+                batch = [line[5:].strip() for line in lines if line.startswith(_DATA)]
+                if batch:
+                    yield batch
             if pending.startswith(_DATA):
-                yield pending[5:].strip()
+                yield [pending[5:].strip()]
         except TimeoutError as exc:
             raise _timed_out() from exc
         except AnswerCut as exc:

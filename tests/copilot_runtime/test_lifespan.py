@@ -56,11 +56,11 @@ async def test_shutdown_closes_the_model_adapters_http_pool(fake_upstream: Any) 
         adapter = adapter_from_settings()
         pool = adapter._transport._pool
         # A first turn's stream, read to its end: its connection is kept alive for the next.
-        events = adapter._transport.events(
+        batches = adapter._transport.event_batches(
             f"{fake_upstream.base_url}/chat/completions",
             {"model": "fake", "stream": True, "messages": [{"role": "user", "content": "hi"}]},
         )
-        assert [data async for data in events][-1] == b"[DONE]"
+        assert [batch async for batch in batches][-1][-1] == b"[DONE]"
         assert pool.open_connections == 1
 
         assert await run_lifespan(lifespan) == [

@@ -61,7 +61,12 @@ def test_server_action_result_then_final_text(
     server: ServedProcess, fake_upstream: FakeUpstream, version: str
 ) -> None:
     fake_upstream.script(
-        {"tool_calls": [{"name": "serverAdd", "arguments": {"a": 1, "b": 2}, "fragments": 3}]},
+        # Paced (20 ms a fragment), so the fragments reach the runtime in reads of their own:
+        # fragments that arrive in one read go out as one.
+        {
+            "tool_calls": [{"name": "serverAdd", "arguments": {"a": 1, "b": 2}, "fragments": 3}],
+            "delay_ms": 20,
+        },
         {"text": "The sum is 3."},
     )
     thread_id = f"thread-server-action-{version}"

@@ -63,7 +63,9 @@ def only_message(result: dict[str, Any]) -> dict[str, Any]:
 def test_text_reply_streams_and_is_stored(
     server: ServedProcess, fake_upstream: FakeUpstream, version: str
 ) -> None:
-    fake_upstream.script({"text": "Hello there, dear friend"})
+    # Paced as a model streams (20 ms a word): a read, so a chunk, per word. Words that reach
+    # the runtime in one read go out as one chunk.
+    fake_upstream.script({"text": "Hello there, dear friend", "delay_ms": 20})
     thread_id = f"thread-text-{version}"
     data = generate_data(thread_id=thread_id, messages=[text_input("u1", "Hi there")])
 
@@ -81,7 +83,7 @@ def test_text_reply_streams_and_is_stored(
     assert message["role"] == "assistant"
     assert message["status"]["code"] == "Success"
     assert message["status"]["__typename"] == "SuccessMessageStatus"
-    # One chunk per word on the wire (the fake streams words), reassembled by the client.
+    # Chunks on the wire (the fake streams words), reassembled by the client.
     assert len(message["content"]) >= 2
     assert joined_content(message) == "Hello there, dear friend"
     (converted,) = result["messages"]

@@ -36,8 +36,8 @@ async def _read(
 
     async def read() -> None:
         url = f"{fake_upstream.base_url}/chat/completions"
-        async for data in transport.events(url, payload):
-            received.append(data)
+        async for batch in transport.event_batches(url, payload):
+            received.extend(batch)
             if pause_between_reads:
                 await asyncio.sleep(pause_between_reads)
 
@@ -88,7 +88,7 @@ async def _refusal_from_raw_service(raw: bytes, *, max_retries: int = 0) -> Upst
     try:
         with pytest.raises(UpstreamError) as caught:
             await asyncio.wait_for(
-                _first(transport.events(f"http://127.0.0.1:{port}/v1/chat/completions", {})),
+                _first(transport.event_batches(f"http://127.0.0.1:{port}/v1/chat/completions", {})),
                 GIVE_UP_SECONDS,
             )
     finally:
@@ -152,7 +152,7 @@ async def test_a_request_that_cannot_be_sent_is_a_clear_error_not_retried(
     transport = SseTransport(headers=headers, timeout=TIMEOUT, max_retries=3)
     started = time.monotonic()
     with pytest.raises(UpstreamError) as caught:
-        await _first(transport.events(url, {}))
+        await _first(transport.event_batches(url, {}))
     await transport.aclose()
     assert caught.value.code == "UPSTREAM_UNREACHABLE"
     assert "cannot be sent" in str(caught.value)

@@ -1,0 +1,201 @@
+"""What one read of a model stream delivered is handled as one: its text deltas, and each tool
+call's argument deltas, joined (``adapters/base.py``), and what a read delivered before a bad
+payload kept."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+import pytest
+
+from copilot_runtime.adapters.base import (
+    FinishChunk,
+    ModelChunk,
+    ModelRequest,
+    TextChunk,
+    ToolCallChunk,
+    UpstreamError,
+    UsageChunk,
+    joined,
+    read_chunks,
+)
+from copilot_runtime.adapters.openai_adapter import OpenAIAdapter, parse_chunk
+from copilot_runtime.adapters.sse_transport import SseTransport
+
+
+def _call(
+    index: int, arguments: str, *, id: str | None = None, name: str | None = None
+) -> ToolCallChunk:
+    return ToolCallChunk(index=index, id=id, name=name, arguments_delta=arguments)
+
+
+def test_adjacent_text_deltas_become_one() -> None:
+    chunks: list[ModelChunk] = [TextChunk("Hel"), TextChunk("lo"), TextChunk(" world")]
+    assert joined(chunks) == [TextChunk("Hello world")]
+
+
+def test_a_calls_argument_deltas_join_under_its_first_chunks_id_and_name() -> None:
+    chunks: list[ModelChunk] = [
+        _call(0, "", id="call-1", name="lookup"),
+        _call(0, '{"q": '),
+        _call(0, '"x"}'),
+    ]
+    assert joined(chunks) == [_call(0, '{"q": "x"}', id="call-1", name="lookup")]
+
+
+def test_order_is_kept_and_only_neighbours_of_one_kind_and_call_join() -> None:
+    chunks: list[ModelChunk] = [
+        TextChunk("a"),
+        TextChunk("b"),
+        _call(0, "", id="c0", name="f"),
+        _call(1, "", id="c1", name="g"),
+        _call(0, "{}"),  # back to call 0: not its neighbour, so not joined
+        _call(1, "{"),
+        _call(1, "}"),
+        FinishChunk("tool_calls"),
+        UsageChunk(input_tokens=3, output_tokens=4),
+    ]
+    assert joined(chunks) == [
+        TextChunk("ab"),
+        _call(0, "", id="c0", name="f"),
+        _call(1, "", id="c1", name="g"),
+        _call(0, "{}"),
+        _call(1, "{}"),
+        FinishChunk("tool_calls"),
+        UsageChunk(input_tokens=3, output_tokens=4),
+    ]
+
+
+def test_the_chunks_given_are_not_changed() -> None:
+    first = TextChunk("a")
+    chunks: list[ModelChunk] = [first, TextChunk("b")]
+    joined(chunks)
+    assert first == TextChunk("a")
+    assert chunks == [TextChunk("a"), TextChunk("b")]
+
+
+def _content(text: str) -> bytes:
+    return orjson.dumps({"choices": [{"index": 0, "delta": {"content": text}}]})
+
+
+def test_a_bad_payload_keeps_what_the_read_delivered_before_it() -> None:
+    chunks, error = read_chunks(
+        [_content("a"), _content("b"), b"{not json", _content("c")], parse_chunk
+    )
+    assert chunks == [TextChunk("ab")]
+    assert isinstance(error, orjson.JSONDecodeError)
+
+
+def test_a_service_error_mid_read_comes_after_the_text_before_it() -> None:
+    failure = orjson.dumps({"error": {"message": "overloaded"}})
+    chunks, error = read_chunks([_content("a"), failure], parse_chunk)
+    assert chunks == [TextChunk("a")]
+    assert isinstance(error, UpstreamError) and error.code == "UPSTREAM_ERROR"
+
+
+class _Service:
+    """A chat service answering a request with ``writes``, one ``write`` each (each event in
+    its own HTTP chunk). After the first, each write waits for ``next()``: a test that asks
+    for it once it has received the previous one knows each write came in a read of its own."""
+
+    def __init__(self, writes: list[bytes]) -> None:
+        self._writes = writes
+        self._go: asyncio.Queue[None] = asyncio.Queue()
+        self._server: asyncio.Server | None = None
+
+    def next(self) -> None:
+        self._go.put_nowait(None)
+
+    async def __aenter__(self) -> str:
+        self._server = await asyncio.start_server(self._answer, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        assert self._server is not None
+        self._server.close()
+
+    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+        await reader.readexactly(length)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
+        for number, events in enumerate(self._writes):
+            if number:
+                await self._go.get()
+            writer.write(events)
+            await writer.drain()
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+
+def _events(*payloads: bytes) -> bytes:
+    """SSE events in one write, each in its own HTTP chunk."""
+    out = b""
+    for payload in payloads:
+        event = b"data: " + payload + b"\n\n"
+        out += b"%x\r\n%s\r\n" % (len(event), event)
+    return out
+
+
+async def test_the_transport_hands_over_what_each_read_delivered() -> None:
+    service = _Service([_events(b"1", b"2", b"3"), _events(b"4"), _events(b"5", b"[DONE]")])
+    transport = SseTransport(headers={}, timeout=5, max_retries=0)
+    batches = []
+    try:
+        async with service as url:
+            async for batch in transport.event_batches(url + "/x", {"a": 1}):
+                batches.append(batch)
+                service.next()
+    finally:
+        await transport.aclose()
+    assert batches == [[b"1", b"2", b"3"], [b"4"], [b"5", b"[DONE]"]]
+
+
+@pytest.mark.parametrize(
+    ("writes", "expected"),
+    [
+        # Three tokens in one read: one delta.
+        ([_events(_content("a"), _content("b"), _content("c"), b"[DONE]")], ["abc"]),
+        # A token per read, as a paced model sends them: a delta each.
+        ([_events(_content("a")), _events(_content("b")), _events(b"[DONE]")], ["a", "b"]),
+    ],
+    ids=["one read", "a read per token"],
+)
+async def test_the_openai_adapter_yields_a_delta_per_read(
+    writes: list[bytes], expected: list[str]
+) -> None:
+    received: list[ModelChunk] = []
+    await _stream(_Service(writes), received)
+    assert received == [TextChunk(text) for text in expected]
+
+
+async def _stream(service: _Service, received: list[ModelChunk]) -> None:
+    """The text chunks the OpenAI adapter yields from ``service``'s answer, into ``received``,
+    asking for the next write after each."""
+    request = ModelRequest(messages=[{"role": "user", "content": "hi"}])
+    async with service as url:
+        adapter = OpenAIAdapter(
+            api_key="k", base_url=url + "/v1", model="m", timeout=5, max_retries=0
+        )
+        try:
+            async for chunk in adapter.stream(request):
+                if type(chunk) is TextChunk:
+                    received.append(chunk)
+                    service.next()
+        finally:
+            await adapter.aclose()
+
+
+async def test_text_a_read_delivered_before_a_service_error_still_streams() -> None:
+    failure = orjson.dumps({"error": {"message": "overloaded"}})
+    received: list[ModelChunk] = []
+    with pytest.raises(UpstreamError) as caught:
+        # Two tokens and the error in one write, so in one read.
+        await _stream(_Service([_events(_content("a"), _content("b"), failure)]), received)
+    assert caught.value.code == "UPSTREAM_ERROR"
+    assert received == [TextChunk("ab")]
