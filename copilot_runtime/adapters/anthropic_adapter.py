@@ -27,7 +27,7 @@ from copilot_runtime.adapters.base import (
     ToolCallChunk,
     UpstreamError,
     UsageChunk,
-    read_chunks,
+    chunks_per_read,
 )
 from copilot_runtime.adapters.sse_transport import SseTransport, stream_cut, upstream_stream_errors
 
@@ -287,12 +287,9 @@ class AnthropicAdapter:
         body = request_body(request, model=self.default_model, max_tokens=self.max_tokens)
         reader = _StreamReader()
         with upstream_stream_errors(item="event"):
-            async for payloads in self._transport.event_batches(self._url, body):
-                chunks, error = read_chunks(payloads, reader.feed_payload)
-                for chunk in chunks:
-                    yield chunk
-                if error is not None:
-                    raise error
+            reads = self._transport.event_batches(self._url, body)
+            async for chunk in chunks_per_read(reads, reader.feed_payload):
+                yield chunk
         if not reader.stopped:
             raise stream_cut()
         yield reader.total_usage()

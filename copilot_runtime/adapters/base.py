@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -82,18 +82,56 @@ def joined(chunks: list[ModelChunk]) -> list[ModelChunk]:
     return out
 
 
-def read_chunks(
-    payloads: list[bytes], parse: Callable[[bytes], list[ModelChunk]]
-) -> tuple[list[ModelChunk], Exception | None]:
-    """The chunks of one read's payloads, joined, and the error a payload raised, if one did:
-    the chunks before it are kept, to go out before the error as they would have one by one."""
-    chunks: list[ModelChunk] = []
-    try:
-        for data in payloads:
-            chunks += parse(data)
-    except Exception as error:
-        return joined(chunks), error
-    return joined(chunks), None
+async def chunks_per_read(
+    reads: AsyncIterator[list[bytes]],
+    parse: Callable[[bytes], list[ModelChunk]],
+    *,
+    end: bytes | None = None,
+) -> AsyncIterator[ModelChunk]:
+    """The model chunks of a stream's ``data:`` payloads, grouped by the read that delivered
+    them (``SseTransport.event_batches``): each read's deltas joined (``joined``).
+
+    Until the first delta (text, or a tool call's arguments), payloads are parsed and handed
+    on one at a time: the first token goes out before the rest of its read is parsed (joined
+    from the start, it came about 0.15 ms later at one user, 200 tokens). A payload equal to
+    ``end`` ends the stream. A payload that cannot be parsed raises once the chunks before it
+    are handed on.
+    """
+    leading = True
+    async for payloads in reads:
+        last = end is not None and end in payloads
+        if last:
+            payloads = payloads[: payloads.index(end)]
+        if leading:
+            for position, data in enumerate(payloads):
+                lead = parse(data)
+                for chunk in lead:
+                    yield chunk
+                if any(_is_delta(chunk) for chunk in lead):
+                    leading = False
+                    payloads = payloads[position + 1 :]
+                    break
+            else:
+                payloads = []
+        chunks: list[ModelChunk] = []
+        failure: Exception | None = None
+        try:
+            for data in payloads:
+                chunks += parse(data)
+        except Exception as error:
+            failure = error  # raised once what the read delivered before it has gone out
+        for chunk in joined(chunks):
+            yield chunk
+        if failure is not None:
+            raise failure
+        if last:
+            return
+
+
+def _is_delta(chunk: ModelChunk) -> bool:
+    return type(chunk) is TextChunk or (
+        type(chunk) is ToolCallChunk and bool(chunk.arguments_delta)
+    )
 
 
 def _close(out: list[ModelChunk], parts: list[str]) -> None:

@@ -24,7 +24,7 @@ from copilot_runtime.adapters.base import (
     ToolCallChunk,
     UpstreamError,
     UsageChunk,
-    read_chunks,
+    chunks_per_read,
 )
 from copilot_runtime.adapters.sse_transport import SseTransport, upstream_stream_errors
 
@@ -169,17 +169,9 @@ class OpenAIAdapter:
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
         body = _request_body(request, self.default_model, self.instruction_role)
         with upstream_stream_errors(item="chunk"):
-            async for payloads in self._transport.event_batches(self._url, body):
-                done = _DONE in payloads
-                if done:
-                    payloads = payloads[: payloads.index(_DONE)]
-                chunks, error = read_chunks(payloads, parse_chunk)
-                for chunk in chunks:
-                    yield chunk
-                if error is not None:
-                    raise error
-                if done:
-                    break
+            reads = self._transport.event_batches(self._url, body)
+            async for chunk in chunks_per_read(reads, parse_chunk, end=_DONE):
+                yield chunk
 
     async def aclose(self) -> None:
         """Close the connection pool (the runtime keeps one adapter per event loop)."""

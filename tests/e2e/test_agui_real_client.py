@@ -150,7 +150,8 @@ def test_a_frontend_tool_call_runs_in_the_client_and_the_follow_up_run_answers(
     assert types[: first_end + 1] == [
         "RUN_STARTED",
         "TOOL_CALL_START",
-        "TOOL_CALL_ARGS",  # the arguments' fragments came in one read
+        "TOOL_CALL_ARGS",  # the arguments' three fragments came in one read: the first,
+        "TOOL_CALL_ARGS",  # then the other two joined
         "TOOL_CALL_END",
         "RUN_FINISHED",
     ]

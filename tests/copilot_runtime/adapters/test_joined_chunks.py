@@ -5,6 +5,7 @@ payload kept."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import orjson
 import pytest
@@ -17,8 +18,8 @@ from copilot_runtime.adapters.base import (
     ToolCallChunk,
     UpstreamError,
     UsageChunk,
+    chunks_per_read,
     joined,
-    read_chunks,
 )
 from copilot_runtime.adapters.openai_adapter import OpenAIAdapter, parse_chunk
 from copilot_runtime.adapters.sse_transport import SseTransport
@@ -79,19 +80,45 @@ def _content(text: str) -> bytes:
     return orjson.dumps({"choices": [{"index": 0, "delta": {"content": text}}]})
 
 
-def test_a_bad_payload_keeps_what_the_read_delivered_before_it() -> None:
-    chunks, error = read_chunks(
-        [_content("a"), _content("b"), b"{not json", _content("c")], parse_chunk
+_ROLE = orjson.dumps({"choices": [{"index": 0, "delta": {"role": "assistant"}}]})
+
+
+async def _reads(*reads: list[bytes]) -> AsyncIterator[list[bytes]]:
+    for read in reads:
+        yield read
+    raise AssertionError("read past the end")
+
+
+async def _chunks(reads: AsyncIterator[list[bytes]], into: list[ModelChunk]) -> None:
+    async for chunk in chunks_per_read(reads, parse_chunk, end=b"[DONE]"):
+        into.append(chunk)
+
+
+async def test_the_first_text_goes_out_alone_then_each_reads_deltas_together() -> None:
+    received: list[ModelChunk] = []
+    reads = _reads(
+        [_ROLE, _content("a"), _content("b"), _content("c")],
+        [_content("d"), _content("e"), b"[DONE]", b"never parsed"],
     )
-    assert chunks == [TextChunk("ab")]
-    assert isinstance(error, orjson.JSONDecodeError)
+    await _chunks(reads, received)
+    assert received == [TextChunk("a"), TextChunk("bc"), TextChunk("de")]
 
 
-def test_a_service_error_mid_read_comes_after_the_text_before_it() -> None:
+async def test_a_bad_payload_raises_after_what_the_read_delivered_before_it() -> None:
+    received: list[ModelChunk] = []
+    reads = _reads([_content("a"), _content("b"), _content("c"), b"{not json", _content("d")])
+    with pytest.raises(orjson.JSONDecodeError):
+        await _chunks(reads, received)
+    assert received == [TextChunk("a"), TextChunk("bc")]
+
+
+async def test_a_service_error_before_any_text_is_raised_at_once() -> None:
+    received: list[ModelChunk] = []
     failure = orjson.dumps({"error": {"message": "overloaded"}})
-    chunks, error = read_chunks([_content("a"), failure], parse_chunk)
-    assert chunks == [TextChunk("a")]
-    assert isinstance(error, UpstreamError) and error.code == "UPSTREAM_ERROR"
+    with pytest.raises(UpstreamError) as caught:
+        await _chunks(_reads([_ROLE, failure, _content("a")]), received)
+    assert caught.value.code == "UPSTREAM_ERROR"
+    assert received == []
 
 
 class _Service:
@@ -159,8 +186,11 @@ async def test_the_transport_hands_over_what_each_read_delivered() -> None:
 @pytest.mark.parametrize(
     ("writes", "expected"),
     [
-        # Three tokens in one read: one delta.
-        ([_events(_content("a"), _content("b"), _content("c"), b"[DONE]")], ["abc"]),
+        # Four tokens in one read: the first alone, then the rest as one delta.
+        (
+            [_events(_content("a"), _content("b"), _content("c"), _content("d"), b"[DONE]")],
+            ["a", "bcd"],
+        ),
         # A token per read, as a paced model sends them: a delta each.
         ([_events(_content("a")), _events(_content("b")), _events(b"[DONE]")], ["a", "b"]),
     ],
@@ -195,7 +225,8 @@ async def test_text_a_read_delivered_before_a_service_error_still_streams() -> N
     failure = orjson.dumps({"error": {"message": "overloaded"}})
     received: list[ModelChunk] = []
     with pytest.raises(UpstreamError) as caught:
-        # Two tokens and the error in one write, so in one read.
-        await _stream(_Service([_events(_content("a"), _content("b"), failure)]), received)
+        # Three tokens and the error in one write, so in one read.
+        writes = [_events(_content("a"), _content("b"), _content("c"), failure)]
+        await _stream(_Service(writes), received)
     assert caught.value.code == "UPSTREAM_ERROR"
-    assert received == [TextChunk("ab")]
+    assert received == [TextChunk("a"), TextChunk("bc")]
