@@ -185,6 +185,7 @@ async def send_turn(
                 frames = MultipartMixedParser(boundary or b"-").feed
             else:
                 frames = SseParser().feed
+            chunk = b""
             async for chunk in response.content.iter_any():
                 now = time.monotonic()
                 for frame in frames(chunk):
@@ -193,6 +194,11 @@ async def send_turn(
                         observe_v1_payload(turn, parsed, now)
                     else:
                         observe_v2_event(turn, parsed, now)
+            if not turn.succeeded and not turn.failure:
+                # Ended without its final status or an error: what came last says why (an
+                # answer that is not a stream, a stream cut short cleanly).
+                content_type = response.headers.get("content-type", "")
+                turn.failure = f"ended without a final status ({content_type}): {chunk[-200:]!r}"
     except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
         turn.failure = f"{type(exc).__name__}: {exc}"[:300]
         return turn

@@ -168,6 +168,44 @@ def test_the_exit_status_counts_the_projects_failures_not_the_typescript_runtime
     assert project_failures(results) == 3
 
 
+# --- a turn that fails without saying why -------------------------------------------------------
+
+
+@pytest.mark.parametrize("protocol", [V1, V2])
+def test_an_answer_ending_without_a_final_status_is_a_failure_that_shows_it(
+    protocol: str,
+) -> None:
+    # A GraphQL error answered as plain JSON (a busy thread) is no stream: the failure names
+    # the content type and what came last, where it used to be an empty string.
+    answer = b'{"errors":[{"message":"This thread is busy"}]}'
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+        await reader.readexactly(length)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(answer), answer)
+        )
+        await writer.drain()
+        writer.close()
+
+    async def one_turn() -> Turn:
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            async with new_session(1) as session:
+                conversation = Conversation(protocol, tokens=5)
+                return await send_turn(session, f"http://127.0.0.1:{port}", conversation)
+        finally:
+            server.close()
+
+    turn = asyncio.run(one_turn())
+    assert not turn.succeeded
+    assert turn.failure.startswith("ended without a final status (application/json)")
+    assert "This thread is busy" in turn.failure
+
+
 # --- installing the peers ------------------------------------------------------------------------
 
 
