@@ -122,8 +122,10 @@ schema = RuntimeSchema(
         FailedResponseStatus,
         PendingResponseStatus,
     ],
-    # Documents served by strawberry (the websocket) get the runtime's own rules too.
-    extensions=[AddValidationRules([OneTurnPerOperation])],
+    # Documents served by strawberry (the websocket) get the runtime's own rules too. A factory,
+    # not an instance: strawberry builds its extensions afresh for each operation (an instance
+    # shared between operations is deprecated).
+    extensions=[lambda: AddValidationRules([OneTurnPerOperation])],
     config=StrawberryConfig(
         name_converter=NAME_CONVERTER,
         enable_experimental_incremental_execution=True,

@@ -46,6 +46,18 @@ def test_turn_fields_hidden_in_fragments_are_counted() -> None:
     assert error["message"] == one_turn_message(2)
 
 
+async def test_strawberrys_own_execution_applies_the_rule_to_every_operation() -> None:
+    # The websocket's operations run through strawberry's schema, whose extensions are built
+    # for each operation: the rule holds for the second operation as for the first.
+    from copilot_runtime.graphql.schema import schema
+
+    document = f"{HEADER} {{ a: {TURN} b: {TURN} }}"
+    for _ in range(2):
+        result = await schema.execute(document, variable_values={"data": {}})
+        assert result.data is None
+        assert [error.message for error in result.errors or []] == [one_turn_message(2)]
+
+
 def test_one_turn_beside_other_fields_is_accepted() -> None:
     query = f'{HEADER} {{ {TURN} stopRun(runId: "r") }}'
 
