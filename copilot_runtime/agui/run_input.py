@@ -154,8 +154,10 @@ def run_input_parse(raw: Any) -> RunInput:
     checker.string(body.get("runId"), ("runId",))
     checker.string(body.get("parentRunId"), ("parentRunId",), optional=True)
     messages = checker.array(body.get("messages"), ("messages",))
-    own_rows: list[tuple[InputMessage, ...] | None] = []
-    for index, message in enumerate(messages):
+    # The earlier turns' messages, recognised together (see Recent.history_prefix).
+    known, remembered = _CHECKED_MESSAGES.history_prefix(messages)
+    own_rows = remembered[:known]
+    for index, message in enumerate(messages[known:], known):
         key = message.get("id") if isinstance(message, dict) else None
         found, rows = _CHECKED_MESSAGES.recall(key, message)
         if not found:  # else this very message passed before (the history comes back)
@@ -165,6 +167,8 @@ def run_input_parse(raw: Any) -> RunInput:
                 rows = _own_rows(message) if message["role"] in _OWN_ROWS_ROLES else None
                 _CHECKED_MESSAGES.keep(key, message, rows)
         own_rows.append(rows)
+    if not checker.issues:
+        _CHECKED_MESSAGES.keep_history(messages, own_rows, known=known, rememberable=_rememberable)
     tools = checker.array(body.get("tools"), ("tools",))
     for index, tool in enumerate(tools):
         if checker.record(tool, ("tools", index)) is not None:
@@ -248,6 +252,14 @@ _OWN_ROWS_ROLES = frozenset({"user", "system", "developer", "assistant"})
 # message alone (see copilot_runtime/events/recent.py; the rows are read-only once made). One
 # look-up per history message and turn: the history comes back with every request.
 _CHECKED_MESSAGES: Recent[tuple[InputMessage, ...] | None] = Recent()
+
+
+def _rememberable(message: Any) -> bool:
+    # A message without an id is checked anew every time, as by the look-up of one message.
+    if type(message) is not dict:
+        return False
+    message_id = message.get("id")
+    return type(message_id) is str and message_id != ""
 
 
 def _own_rows(message: dict[str, Any]) -> tuple[InputMessage, ...]:

@@ -33,6 +33,21 @@ def was_parsed(raw: dict[str, Any]) -> bool:
     return _PARSED_MESSAGES.recall(raw.get("id"), raw)[0]
 
 
+def parsed_history_prefix(raws: list[Any]) -> int:
+    """How many of the first messages of ``raws`` equal, together, a history the parser kept
+    (``was_parsed`` for a whole prefix at once)."""
+    return _PARSED_MESSAGES.history_prefix(raws)[0]
+
+
+def _rememberable(raw: Any) -> bool:
+    # An agent state message's Boolean fields compare equal to numbers (True == 1), which the
+    # check refuses: never recognised by equality (as in the fast check, message by message).
+    if type(raw) is not dict or "agentStateMessage" in raw:
+        return False
+    message_id = raw.get("id")
+    return type(message_id) is str and message_id != ""
+
+
 def _parse_arguments(raw: str) -> dict[str, Any]:
     if not raw:
         return {}
@@ -136,10 +151,12 @@ def _parse_forwarded(raw: dict[str, Any] | None) -> ForwardedParameters:
 
 def parse_generate_input(data: dict[str, Any], properties: dict[str, Any] | None) -> TurnRequest:
     """A ``TurnRequest`` from coerced ``GenerateCopilotResponseInput`` variables."""
-    messages = [
-        _PARSED_MESSAGES.made_from(raw.get("id"), raw, parse_input_message)
-        for raw in data.get("messages") or []
+    raws = data.get("messages") or []
+    known, remembered = _PARSED_MESSAGES.history_prefix(raws)
+    messages = remembered[:known] + [
+        _PARSED_MESSAGES.made_from(raw.get("id"), raw, parse_input_message) for raw in raws[known:]
     ]
+    _PARSED_MESSAGES.keep_history(raws, messages, known=known, rememberable=_rememberable)
     frontend = data.get("frontend") or {}
     actions = [
         action

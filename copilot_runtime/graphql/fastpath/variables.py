@@ -31,10 +31,11 @@ from graphql import (
     GraphQLNonNull,
     GraphQLScalarType,
     Undefined,
+    get_named_type,
 )
 
 from copilot_runtime.graphql.schema import schema
-from copilot_runtime.graphql.turn_input import was_parsed
+from copilot_runtime.graphql.turn_input import parsed_history_prefix, was_parsed
 
 # What JavaScript's Date.prototype.toISOString writes (what the clients send), which
 # DateTimeISO coerces back to the very same string.
@@ -120,6 +121,8 @@ def _plan(of: GraphQLInputType) -> tuple[Plain, bool]:
                     out.append(made)
             return value if same else out  # already plain: no copy
 
+        if get_named_type(of.of_type).name == "MessageInput":
+            return _remembered_history(plain_list), False
         return plain_list, False
     if isinstance(of, GraphQLEnumType):
         names = frozenset(of.values)
@@ -209,6 +212,22 @@ def _remembered(plan: Plain) -> Plain:
         return plan(value)
 
     return plain_message
+
+
+def _remembered_history(plain_list: Plain) -> Plain:
+    def plain_history(value: Any) -> Any:
+        if type(value) is not list:
+            raise _Unsure
+        # The earlier turns' messages, recognised together: a history equal to one the parser
+        # remembers was checked and is plain. Only the messages after it are checked.
+        known = parsed_history_prefix(value)
+        if not known:
+            return plain_list(value)
+        rest = value[known:]
+        made = plain_list(rest)
+        return value if made is rest else value[:known] + made
+
+    return plain_history
 
 
 @cache

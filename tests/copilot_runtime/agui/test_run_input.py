@@ -7,6 +7,7 @@ from typing import Any
 import orjson
 import pytest
 
+from copilot_runtime.agui import run_input
 from copilot_runtime.agui.run_input import (
     InvalidRunInput,
     echoed_input,
@@ -294,3 +295,65 @@ def test_the_echo_keeps_what_is_new_to_the_thread_and_what_it_does_not_store() -
 
     assert [m["id"] for m in echoed["messages"]] == ["sys", "a-empty", "a-calls", "t-new", "u-new"]
     assert echoed_input(raw, [m["id"] for m in messages] + ["call-9"]) is raw
+
+
+def _history(thread: str, count: int) -> list[dict[str, Any]]:
+    return [
+        {"id": f"{thread}-{i}", "role": "user" if i % 2 == 0 else "assistant", "content": f"m{i}"}
+        for i in range(count)
+    ]
+
+
+def test_a_re_sent_history_is_recognised_together_with_the_rows_made_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The history comes back whole with each turn: the part kept before is recognised as one
+    list, and only the new messages are looked up one by one."""
+    earlier = run_input_parse(body(messages=_history("whole", 3))).own_rows
+    assert earlier is not None
+    checked = run_input._CHECKED_MESSAGES
+    one_by_one = checked.recall
+    asked: list[Any] = []
+
+    def recall(key: Any, raw: Any) -> Any:
+        asked.append(key)
+        return one_by_one(key, raw)
+
+    monkeypatch.setattr(checked, "recall", recall)
+    again = run_input_parse(body(messages=_history("whole", 5)))
+
+    assert asked == ["whole-3", "whole-4"]
+    assert again.own_rows is not None
+    assert all(a is b for a, b in zip(again.own_rows[:3], earlier, strict=True))
+    rows = turn_request_from_run_input(again, agent_name="a").messages
+    assert [(row.role, row.content) for row in rows] == [
+        ("user", "m0"),
+        ("assistant", "m1"),
+        ("user", "m2"),
+        ("assistant", "m3"),
+        ("user", "m4"),
+    ]
+
+
+def test_a_changed_message_in_a_re_sent_history_is_checked_and_converted_again() -> None:
+    run_input_parse(body(messages=_history("edit", 3)))
+
+    bad = _history("edit", 4)
+    bad[1]["role"] = "narrator"
+    assert issue_paths(body(messages=bad)) == [["messages", 1, "role"]]
+
+    edited = _history("edit", 4)
+    edited[1]["content"] = "edited"
+    rows = turn_request_from_run_input(
+        run_input_parse(body(messages=edited)), agent_name="a"
+    ).messages
+    assert [row.content for row in rows] == ["m0", "edited", "m2", "m3"]
+
+
+def test_a_history_with_an_issue_is_not_kept_whole() -> None:
+    """A request refused for one of its messages leaves nothing recognisable together: the
+    messages it refused are checked again when they come back."""
+    bad = _history("refused", 3)
+    bad[2]["role"] = "narrator"
+    assert issue_paths(body(messages=bad)) == [["messages", 2, "role"]]
+    assert issue_paths(body(messages=[*bad, *_history("later", 1)])) == [["messages", 2, "role"]]

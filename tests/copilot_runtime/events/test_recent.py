@@ -134,3 +134,120 @@ def test_a_message_looked_up_twice_in_one_request_is_compared_once() -> None:
 
     assert _Counted.comparisons == 1
     assert make.calls == 1
+
+
+# --- whole histories -------------------------------------------------------------------------
+
+
+def _history(count: int, *, text: str = "m") -> list[dict[str, Any]]:
+    return [{"id": f"h-{i}", "text": f"{text}{i}"} for i in range(count)]
+
+
+def _has_id(raw: Any) -> bool:
+    return isinstance(raw, dict) and bool(raw.get("id"))
+
+
+def _keep(recent: Recent[dict[str, Any]], raws: list[Any], *, known: int = 0) -> list[Any]:
+    made = [{"made": raw["text"]} for raw in raws]
+    recent.keep_history(raws, made, known=known, rememberable=_has_id)
+    return made
+
+
+def test_a_history_sent_again_and_extended_is_recognised_up_to_what_was_kept() -> None:
+    recent: Recent[dict[str, Any]] = Recent(RecentStore())
+    made = _keep(recent, _history(3))
+
+    longer = _history(5)  # new, equal dicts for the first three, two new messages after them
+    known, remembered = recent.history_prefix(longer)
+
+    assert known == 3
+    assert remembered == made and all(a is b for a, b in zip(remembered, made, strict=True))
+
+
+def test_a_history_with_a_changed_message_is_not_recognised() -> None:
+    """Recognised only whole: a changed message anywhere in what was kept (an edit keeps its
+    id) sends every message back to being looked up on its own."""
+    recent: Recent[dict[str, Any]] = Recent(RecentStore())
+    _keep(recent, _history(4))
+
+    for index in (0, 2, 3):
+        edited = _history(4)
+        edited[index]["text"] = "edited"
+        assert recent.history_prefix(edited) == (0, [])
+    assert recent.history_prefix(_history(2)) == (0, [])  # shorter: messages were removed
+    assert recent.history_prefix([]) == (0, [])
+    assert recent.history_prefix(["not a message"]) == (0, [])
+
+
+def test_a_kept_history_stops_before_its_first_message_without_an_id() -> None:
+    recent: Recent[dict[str, Any]] = Recent(RecentStore())
+    raws = [*_history(2), {"text": "no id"}, {"id": "h-3", "text": "m3"}]
+    _keep(recent, raws)
+
+    assert recent.history_prefix([*_history(2), {"text": "no id"}])[0] == 2
+    _keep(recent, [{"text": "no id"}, *_history(2)])  # nothing to key it by: not kept
+    assert recent.history_prefix([{"text": "no id"}, *_history(2)]) == (0, [])
+
+
+def test_the_second_look_up_of_a_history_in_one_request_compares_nothing() -> None:
+    # v1's check recognises the history, then its parse does: the second must not compare the
+    # messages all over again.
+    recent: Recent[dict[str, Any]] = Recent(RecentStore())
+    _keep(recent, [_Counted(id=f"h-{i}", text=f"m{i}") for i in range(3)])
+    raws = [_Counted(id=f"h-{i}", text=f"m{i}") for i in range(3)]
+    _Counted.comparisons = 0
+
+    assert recent.history_prefix(raws)[0] == 3
+    compared_once = _Counted.comparisons
+    assert recent.history_prefix(raws)[0] == 3
+
+    assert compared_once == 3
+    assert _Counted.comparisons == compared_once
+
+
+def test_keeping_a_recognised_history_asks_only_about_the_messages_after_it() -> None:
+    recent: Recent[dict[str, Any]] = Recent(RecentStore())
+    _keep(recent, _history(3))
+    longer = _history(5)
+    known, remembered = recent.history_prefix(longer)
+    asked: list[Any] = []
+
+    def rememberable(raw: Any) -> bool:
+        asked.append(raw)
+        return True
+
+    made = [*remembered, {"made": "m3"}, {"made": "m4"}]
+    recent.keep_history(longer, made, known=known, rememberable=rememberable)
+
+    assert asked == longer[3:]
+    assert recent.history_prefix(_history(6)) == (5, made)
+
+
+def test_histories_share_the_store_s_bound_counted_in_messages() -> None:
+    store = RecentStore(size=5)
+    recent: Recent[dict[str, Any]] = Recent(store)
+    _keep(recent, [{"id": "a-0", "text": "a"}, {"id": "a-1", "text": "b"}])
+    _keep(recent, [{"id": "b-0", "text": "c"}, {"id": "b-1", "text": "d"}])
+    _keep(recent, [{"id": "c-0", "text": "e"}, {"id": "c-1", "text": "f"}])  # 6 > 5: "a" out
+
+    assert store.history_messages == 4
+    assert recent.history_prefix([{"id": "a-0", "text": "a"}, {"id": "a-1", "text": "b"}])[0] == 0
+    assert recent.history_prefix([{"id": "b-0", "text": "c"}, {"id": "b-1", "text": "d"}])[0] == 2
+
+    _keep(recent, _history(6))  # longer than the whole bound: never kept
+    assert recent.history_prefix(_history(6)) == (0, [])
+    _keep(recent, [{"id": "b-0", "text": "c"}])  # the same first message: replaces its entry
+    assert store.history_messages == 3
+
+    store.resize(0)
+    assert store.history_messages == 0 and not store.histories
+
+
+def test_what_one_recent_kept_of_a_history_is_never_given_to_another() -> None:
+    store = RecentStore()
+    checked: Recent[dict[str, Any]] = Recent(store)
+    converted: Recent[dict[str, Any]] = Recent(store)
+    _keep(checked, _history(2))
+
+    assert converted.history_prefix(_history(2)) == (0, [])
+    assert checked.history_prefix(_history(2))[0] == 2

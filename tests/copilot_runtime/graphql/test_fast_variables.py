@@ -173,3 +173,97 @@ def test_a_value_already_plain_is_kept_as_sent_and_one_that_is_not_is_made_anew(
     assert made[0]["forwardedParameters"] is not as_int["data"]["forwardedParameters"]
     assert made[0]["forwardedParameters"]["temperature"] == 1.0
     assert made == _by_graphql_core(as_int)
+
+
+def _turns(thread: str, count: int) -> dict[str, Any]:
+    """The client's variables on a thread's ``count``-th turn: the history, then a new message."""
+    variables = request_variables(thread_id=thread, tokens=3)
+    template = variables["data"]["messages"][0]
+    variables["data"]["messages"] = [
+        {
+            **template,
+            "id": f"{thread}-{i}",
+            "createdAt": "2026-11-25T10:00:00.000Z",
+            "textMessage": {"content": f"m{i}", "role": "user"},
+        }
+        for i in range(count)
+    ]
+    return variables
+
+
+def test_a_re_sent_history_is_recognised_together_and_only_new_messages_are_checked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A thread's history comes back whole with each turn: the check recognises the part the
+    parser kept as one list, and asks about the new messages one by one."""
+    first = plain_client_variables(_turns("whole", 3))
+    assert first is not None
+    earlier = parse_generate_input(*first).messages
+
+    asked: list[str] = []
+
+    def one_by_one(raw: dict[str, Any]) -> bool:
+        asked.append(raw["id"])
+        return was_parsed(raw)
+
+    monkeypatch.setattr(fast_variables, "was_parsed", one_by_one)
+    again = _as_sent(_turns("whole", 5))
+    made = plain_client_variables(again)
+
+    assert made is not None
+    assert made == _by_graphql_core(again)
+    assert asked == ["whole-3", "whole-4"]
+    parsed = parse_generate_input(*made).messages
+    assert [m.content for m in parsed] == ["m0", "m1", "m2", "m3", "m4"]
+    assert all(a is b for a, b in zip(parsed[:3], earlier, strict=True))
+
+
+def test_a_changed_message_in_a_re_sent_history_is_checked_again() -> None:
+    first = plain_client_variables(_turns("edit", 3))
+    assert first is not None
+    parse_generate_input(*first)
+
+    refused = _turns("edit", 4)
+    refused["data"]["messages"][1]["textMessage"]["content"] = 7
+    assert plain_client_variables(refused) is None
+
+    edited = _turns("edit", 4)
+    edited["data"]["messages"][1]["textMessage"]["content"] = "edited"
+    made = plain_client_variables(edited)
+    assert made is not None
+    assert [m.content for m in parse_generate_input(*made).messages] == [
+        "m0",
+        "edited",
+        "m2",
+        "m3",
+    ]
+
+
+def test_a_history_is_recognised_together_only_up_to_an_agent_state_message() -> None:
+    """An agent state's Booleans compare equal to numbers (True == 1): a history holding one
+    is recognised as one list only before it, so a number sent for its Boolean is refused."""
+    variables = _turns("state", 2)
+    variables["data"]["messages"].append(
+        {
+            "id": "state-s",
+            "createdAt": "2026-11-25T10:00:00.000Z",
+            "agentStateMessage": {
+                "threadId": "state",
+                "agentName": "a",
+                "role": "assistant",
+                "state": "{}",
+                "running": True,
+                "nodeName": "n",
+                "runId": "r",
+                "active": True,
+            },
+        }
+    )
+    first = plain_client_variables(variables)
+    assert first is not None
+    parse_generate_input(*first)
+
+    as_number = json.loads(json.dumps(variables))
+    as_number["data"]["messages"][-1]["agentStateMessage"]["active"] = 1
+    assert _by_graphql_core(as_number) is None
+    assert plain_client_variables(as_number) is None
