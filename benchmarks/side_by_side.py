@@ -15,8 +15,8 @@ Rows (``--rows``, all by default):
   load generator, the fake upstream, PostgreSQL: the project's storage cost, as TS stores
   nothing) and how busy both cores were, to tell the server's limit from the machine's.
 - ``single``: one user, 200-token replies: req/s, TTFT p50.
-- ``flat``: one user, one thread, ``--flat-turns`` (120) turns: server CPU and TTFT over turns
-  2-11 and the last ten.
+- ``flat``: one user, a thread taken to ``--flat-turns`` (120) turns: server CPU and TTFT over
+  its last ten turns, measured alternately with turns 2-11 of a new thread.
 - ``paced``: ``--paced-users`` (300) users at once, 100 tokens 20 ms apart (v2): failures,
   TTFT p95, server CPU ms/req; ``--big-users`` (1,000) the same for the project (and TS).
 - ``celery``: the project with a Celery worker (Redis; one process, the threads pool with the
@@ -181,25 +181,49 @@ def measure_load(server: Server, **load: Any) -> dict[str, Any]:
     return figures
 
 
-def measure_flatness(server: Server, *, protocol: str, turns: int) -> dict[str, Any]:
-    """One user, one thread, ``turns`` turns: CPU and TTFT early and late in the thread."""
+FLAT_WINDOW = 10
 
-    async def run() -> list[tuple[float, float]]:
-        rows = []
+
+def flatness_schedule(turns: int, window: int = FLAT_WINDOW) -> list[tuple[str, str | None]]:
+    """The one-thread row's turns in order: (thread, window measured or None).
+
+    The long thread is taken, unmeasured, to ``turns - window`` turns; then its last ``window``
+    turns alternate with turns 2 to ``window + 1`` of a new thread (whose first turn goes
+    first, unmeasured). Both windows are measured at the same time: measured one after the
+    other, they were minutes apart, and this machine's speed drifts more than that between
+    them (the TypeScript runtime's own turns 111-120 once read 33.8, 38.1 and 49.0 ms)."""
+    steps: list[tuple[str, str | None]] = [("long", None)] * (turns - window)
+    steps.append(("short", None))
+    for index in range(window):
+        pair = [("short", "early"), ("long", "late")]
+        steps.extend(pair if index % 2 == 0 else pair[::-1])
+    return steps
+
+
+def measure_flatness(server: Server, *, protocol: str, turns: int) -> dict[str, Any]:
+    """One user, two threads: CPU and TTFT of turns 2-11 of one and of the last ten turns of
+    the other, ``turns`` long, measured alternately (``flatness_schedule``)."""
+
+    async def run() -> dict[str, list[tuple[float, float]]]:
+        measured: dict[str, list[tuple[float, float]]] = {"early": [], "late": []}
         async with new_session(1) as session:
-            conversation = Conversation(protocol, tokens=50)
-            for _ in range(turns):
+            threads = {
+                "long": Conversation(protocol, tokens=50),
+                "short": Conversation(protocol, tokens=50),
+            }
+            for thread, window in flatness_schedule(turns):
                 before = server.precise_cpu_seconds()
-                turn = await send_turn(session, server.url, conversation)
+                turn = await send_turn(session, server.url, threads[thread])
                 await asyncio.sleep(0.01)  # the run's last write lands before the sample
                 if not turn.succeeded:
                     raise RuntimeError(f"flatness turn failed on {server.name}: {turn.failure}")
-                cpu_ms = (server.precise_cpu_seconds() - before) * 1000
-                rows.append((cpu_ms, (turn.ttft or 0) * 1000))
-        return rows
+                if window is not None:
+                    cpu_ms = (server.precise_cpu_seconds() - before) * 1000
+                    measured[window].append((cpu_ms, (turn.ttft or 0) * 1000))
+        return measured
 
-    rows = asyncio.run(run())
-    early, late = rows[1:11], rows[-10:]
+    measured = asyncio.run(run())
+    early, late = measured["early"], measured["late"]
     return {
         "turns": turns,
         "early_cpu_ms": statistics.mean(r[0] for r in early),

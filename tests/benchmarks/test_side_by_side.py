@@ -25,7 +25,7 @@ from benchmarks.conversation import (
 )
 from benchmarks.postgres import free_port
 from benchmarks.processes import new_log_dir, start_process, wait_healthy
-from benchmarks.side_by_side import project_failures, table_rows
+from benchmarks.side_by_side import flatness_schedule, project_failures, table_rows
 from benchmarks.table import Row, format_table, ratio
 
 # --- the history a user keeps -------------------------------------------------------------------
@@ -204,6 +204,35 @@ def test_an_answer_ending_without_a_final_status_is_a_failure_that_shows_it(
     assert not turn.succeeded
     assert turn.failure.startswith("ended without a final status (application/json)")
     assert "This thread is busy" in turn.failure
+
+
+# --- the one-thread row ------------------------------------------------------------------------
+
+
+def test_the_one_thread_row_measures_turns_2_to_11_and_the_last_ten_alternately() -> None:
+    steps = flatness_schedule(120)
+
+    def turn_numbers(thread: str, window: str) -> list[int]:
+        numbers, count = [], 0
+        for name, measured in steps:
+            if name == thread:
+                count += 1
+                if measured == window:
+                    numbers.append(count)
+        return numbers
+
+    assert sum(1 for name, _ in steps if name == "long") == 120
+    assert turn_numbers("short", "early") == list(range(2, 12))
+    assert turn_numbers("long", "late") == list(range(111, 121))
+    assert [measured for _, measured in steps if measured is not None] == [
+        "early",
+        "late",
+        "late",
+        "early",
+    ] * 5
+    # Nothing measured before the long thread reached its window.
+    first_measured = next(i for i, (_, measured) in enumerate(steps) if measured is not None)
+    assert first_measured == 111
 
 
 # --- installing the peers ------------------------------------------------------------------------
