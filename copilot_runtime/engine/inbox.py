@@ -51,6 +51,23 @@ class Inbox(Generic[T]):
             if self._waiter is waiter:  # cancelled while waiting: no one waits any more
                 self._waiter = None
 
+    async def arrival(self, *, within: float) -> None:
+        """Return once an item is waiting, or after ``within`` seconds; takes nothing."""
+        if self._items:
+            return
+        if self._waiter is not None:
+            raise RuntimeError("an inbox has one reader at a time")
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+        self._waiter = waiter
+        timer = loop.call_later(within, _wake, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            if self._waiter is waiter:
+                self._waiter = None
+
     async def take(self) -> list[T]:
         """Everything waiting, oldest first; waits for the first item if there is none."""
         while not self._items:
@@ -67,3 +84,8 @@ class Inbox(Generic[T]):
         if not self._items:
             raise asyncio.QueueEmpty
         return self._items.pop(0)
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)

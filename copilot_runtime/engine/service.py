@@ -6,6 +6,7 @@ call ``turn_start`` and then watch the run; they never touch the engine directly
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import uuid
 from collections.abc import Callable
@@ -44,6 +45,9 @@ from copilot_runtime.events.request import (
     check_turn_request,
     turn_request_to_payload,
 )
+
+# How long an inline turn's answer waits for its run's first event (``turn_start``).
+RUN_HEAD_START_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -231,6 +235,16 @@ async def turn_start(
 
         def detach() -> None:
             live.unwatch(events)
+
+        try:
+            # The run goes first, up to its first event: the chat engine's comes just before
+            # the model request goes out, so the model works on it while this request's answer
+            # starts (headers, the first payload), not after. A run slow to say anything
+            # (a remote agent) holds the answer back no longer than the bound.
+            await events.arrival(within=RUN_HEAD_START_SECONDS)
+        except asyncio.CancelledError:
+            detach()
+            raise
 
     return StartedTurn(
         run_id=prepared.run_id,

@@ -59,3 +59,30 @@ async def test_two_readers_at_once_are_refused() -> None:
         await inbox.get()
     inbox.put_nowait(1)
     assert await asyncio.wait_for(first, 1) == [1]
+
+
+async def test_arrival_returns_once_an_item_waits_and_takes_nothing() -> None:
+    inbox: Inbox[str] = Inbox()
+    waiting = asyncio.create_task(inbox.arrival(within=10))
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+
+    inbox.put_nowait("a")
+    await asyncio.wait_for(waiting, 1)
+
+    assert inbox.qsize() == 1
+    await inbox.arrival(within=10)  # one is waiting already: at once
+    assert await inbox.take() == ["a"]
+
+
+async def test_arrival_gives_up_after_its_bound() -> None:
+    inbox: Inbox[str] = Inbox()
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+
+    await asyncio.wait_for(inbox.arrival(within=0.05), 5)
+
+    assert loop.time() - began >= 0.04
+    assert inbox.empty()
+    inbox.put_nowait("late")  # the inbox reads on as before
+    assert await inbox.take() == ["late"]

@@ -13,8 +13,9 @@ from django.test import override_settings
 
 from conversations.models import Message, Run, RunEvent, RunStatus, Thread
 from conversations.services.runs import ThreadBusy
+from copilot_runtime.engine import service
 from copilot_runtime.engine.service import turn_prepare, turn_start
-from copilot_runtime.events import RunFinished, TextDelta
+from copilot_runtime.events import GenerationStart, RunFinished, TextDelta
 from copilot_runtime.graphql.turn_input import parse_generate_input
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -102,6 +103,23 @@ async def test_a_finished_turn_is_stored_with_its_log_and_usage(runtime_on_fake)
     thread = await Thread.objects.aget(thread_id="thread-1")
     assert thread.status == "idle"
     assert thread.title.startswith("FAKE:")
+
+
+async def test_an_inline_run_goes_first_up_to_its_first_event(
+    runtime_on_fake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's first event (the chat engine emits it just before the model request goes out)
+    is there when ``turn_start`` returns: the model works on the request while the answer to
+    the client starts, not after it."""
+    monkeypatch.setattr(service, "RUN_HEAD_START_SECONDS", 30.0)  # only the event ends the wait
+    started = await turn_start(
+        user=AnonymousUser(), request=_request(_fake({"hang": True})), protocol="graphql"
+    )
+
+    assert not started.events.empty()
+    assert isinstance(started.events.get_nowait(), GenerationStart)
+    assert await started.cancel() is True
+    await _run_ended(started.run_id)
 
 
 async def test_a_second_request_on_a_running_thread_is_refused(runtime_on_fake) -> None:
