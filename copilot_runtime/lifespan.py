@@ -16,6 +16,7 @@ from django.conf import settings
 from conversations.store import turn_store_close
 from copilot_runtime.adapters import adapters_close
 from copilot_runtime.collector import settle_collector
+from copilot_runtime.engine.task_publish import task_publish_close
 
 logger = logging.getLogger(__name__)
 
@@ -23,7 +24,11 @@ logger = logging.getLogger(__name__)
 async def close_turn_resources() -> None:
     """Close the connections this event loop opened for turns. Never raises: a failing close
     must not hold up a shutdown."""
-    for close, what in ((turn_store_close, "the turn store"), (adapters_close, "the adapters")):
+    for close, what in (
+        (turn_store_close, "the turn store"),
+        (adapters_close, "the adapters"),
+        (task_publish_close, "the task queue"),
+    ):
         try:
             await close()
         except Exception:

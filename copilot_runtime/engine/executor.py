@@ -59,21 +59,49 @@ def placement_of(
 EXECUTE_RUN_TASK = "copilot.execute_run"
 
 
+def _task_arguments(run_id: str, placement: dict[str, Any] | None) -> dict[str, Any]:
+    # The run ends itself at RUN_TIME_LIMIT_SECONDS (and records its end); Celery's hard limit
+    # is only the backstop for a worker that cannot even do that.
+    limit = float(runtime_setting("RUN_TIME_LIMIT_SECONDS"))
+    return {
+        "args": [run_id] if placement is None else [run_id, placement],
+        # The message's readable form of its arguments (worker logs, monitoring) names the run
+        # only: by default Celery builds it with a safe repr of the whole conversation (a sixth
+        # of send_task's time at 50 conversations, py-spy) and shows it to every log and
+        # monitor.
+        "argsrepr": repr([run_id]),
+        "time_limit": limit + 60,
+    }
+
+
 def enqueue_on_worker(*, run_id: str, placement: dict[str, Any] | None = None) -> None:
     """Hand a committed run to the Celery workers: by the task's name, so the engine does not
     import the tasks module (copilot_runtime/tasks.py), which imports the engine."""
     from celery import current_app  # on use: only the celery executor needs it
 
-    # The run ends itself at RUN_TIME_LIMIT_SECONDS (and records its end); Celery's hard limit
-    # is only the backstop for a worker that cannot even do that.
-    limit = float(runtime_setting("RUN_TIME_LIMIT_SECONDS"))
-    args: list[Any] = [run_id] if placement is None else [run_id, placement]
-    # The message's readable form of its arguments (worker logs, monitoring) names the run
-    # only: by default Celery builds it with a safe repr of the whole conversation (a sixth of
-    # send_task's time at 50 conversations, py-spy) and shows it to every log and monitor.
-    current_app.send_task(
-        EXECUTE_RUN_TASK, args=args, argsrepr=repr([run_id]), time_limit=limit + 60
-    )
+    current_app.send_task(EXECUTE_RUN_TASK, **_task_arguments(run_id, placement))
+
+
+async def enqueue_run(*, run_id: str, placement: dict[str, Any] | None = None) -> None:
+    """``enqueue_on_worker`` from the event loop: on a plain Redis broker the message is pushed
+    on the loop (copilot_runtime/engine/task_publish.py), else Celery publishes it from a
+    thread. A push that fails is left to Celery's publish, with its retries."""
+    from celery import current_app
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    from copilot_runtime.engine.task_publish import fast_publish_possible, publish_task
+
+    app = current_app._get_current_object()
+    if fast_publish_possible(app, name=EXECUTE_RUN_TASK):
+        try:
+            await publish_task(app, name=EXECUTE_RUN_TASK, **_task_arguments(run_id, placement))
+            return
+        except (RedisConnectionError, RedisTimeoutError, OSError):
+            # Pushed twice at worst (a timeout after the push): the second delivery finds the
+            # run started and does nothing.
+            logger.warning("queueing run %s on Redis failed; Celery publishes it", run_id)
+    await sync_to_async(enqueue_on_worker)(run_id=run_id, placement=placement)
 
 
 def start_inline(

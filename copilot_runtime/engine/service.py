@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
 from conversations.models import RunStatus
@@ -24,7 +23,7 @@ from conversations.store.types import Progress, TurnRecord
 from copilot_runtime.engine.agent_host import agent_host
 from copilot_runtime.engine.executor import (
     CELERY,
-    enqueue_on_worker,
+    enqueue_run,
     executor_kind,
     placement_of,
     run_cancel,
@@ -170,7 +169,7 @@ async def turn_prepare(
     if run_payload is not None:
         # The task carries what the worker needs (the request, where the thread's messages
         # continue): it starts the run without reading it back.
-        await sync_to_async(enqueue_on_worker)(
+        await enqueue_run(
             run_id=prepared.run_id,
             placement=placement_of(prepared, request, payload=run_payload.built),
         )

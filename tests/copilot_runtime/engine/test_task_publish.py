@@ -1,0 +1,202 @@
+"""Queueing a run from the event loop on a Redis broker: the message Celery's own publish pushes,
+pushed in one round trip; anything Celery's publish would do more is left to it."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from celery import Celery, signals
+from celery._state import get_current_app
+from kombu import Exchange, Queue
+
+from copilot_runtime.engine import executor
+from copilot_runtime.engine.executor import EXECUTE_RUN_TASK, enqueue_run
+from copilot_runtime.engine.task_publish import (
+    fast_publish_possible,
+    publish_task,
+    task_message,
+    task_publish_close,
+)
+
+RECEIVE_TIMEOUT = 5.0
+PLACEMENT = {"thread_id": "t1", "thread_pk": 7, "next_position": 3, "request": {"m": "hi"}}
+
+
+def _redis_url() -> str:
+    url = os.environ.get("TEST_REDIS_URL")
+    if not url:
+        pytest.fail("TEST_REDIS_URL is not set: run the suite with scripts/test.sh (make test)")
+    return url
+
+
+@pytest.fixture
+def redis_app() -> Iterator[Celery]:
+    """A Celery app on the test Redis, its default queue a name of its own (no flushing)."""
+    app = Celery("publish-test", broker=_redis_url(), set_as_current=False)
+    app.conf.task_default_queue = f"publish-test-{uuid.uuid4()}"
+    client = redis.Redis.from_url(_redis_url())
+    try:
+        yield app
+    finally:
+        client.delete(app.conf.task_default_queue, "_kombu.binding.celery")
+        client.close()
+        app.close()
+
+
+def _pushed(app: Celery) -> dict[str, Any]:
+    client = redis.Redis.from_url(_redis_url())
+    try:
+        raw = client.rpop(app.conf.task_default_queue)
+    finally:
+        client.close()
+    assert raw is not None, "nothing was pushed"
+    return dict(json.loads(raw))
+
+
+def test_the_message_is_the_one_celerys_own_publish_pushes(redis_app: Celery) -> None:
+    arguments = {"args": ["run-1", PLACEMENT], "argsrepr": "['run-1']", "time_limit": 660.0}
+    redis_app.send_task(EXECUTE_RUN_TASK, task_id="task-1", **arguments)
+    by_celery = _pushed(redis_app)
+
+    key, ours = task_message(redis_app, name=EXECUTE_RUN_TASK, task_id="task-1", **arguments)
+    mine = json.loads(ours)
+
+    assert key == redis_app.conf.task_default_queue
+    # Each push has a delivery tag of its own (a fresh UUID); the body is the same JSON value
+    # (written without kombu's spaces); all else is the same.
+    assert by_celery["properties"].pop("delivery_tag") != mine["properties"].pop("delivery_tag")
+    assert _body(mine.pop("body")) == _body(by_celery.pop("body"))
+    assert mine == by_celery
+
+
+def _body(encoded: str) -> Any:
+    return json.loads(base64.b64decode(encoded))
+
+
+async def test_a_pushed_run_is_read_as_celery_reads_its_tasks(redis_app: Celery) -> None:
+    assert fast_publish_possible(redis_app, name=EXECUTE_RUN_TASK)
+    try:
+        await publish_task(
+            redis_app,
+            name=EXECUTE_RUN_TASK,
+            args=["run-2", PLACEMENT],
+            argsrepr="['run-2']",
+            time_limit=60.0,
+        )
+    finally:
+        await task_publish_close()
+
+    with redis_app.connection_for_read() as connection:
+        queue = connection.SimpleQueue(redis_app.conf.task_default_queue)
+        message = queue.get(timeout=RECEIVE_TIMEOUT)
+        message.ack()
+        queue.close()
+    args, kwargs, _embed = message.decode()
+    assert (args, kwargs) == (["run-2", PLACEMENT], {})
+    assert message.headers["task"] == EXECUTE_RUN_TASK
+    assert message.headers["argsrepr"] == "['run-2']"
+    assert message.headers["timelimit"] == [60.0, None]
+
+
+def _on_publish(**_: Any) -> None:
+    """A receiver of Celery's publish signal, as tracing integrations connect one."""
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(lambda app: setattr(app.conf, "broker_url", "memory://"), id="not redis"),
+        pytest.param(
+            lambda app: setattr(app.conf, "broker_transport_options", {"global_keyprefix": "p:"}),
+            id="key prefix",
+        ),
+        pytest.param(lambda app: setattr(app.conf, "task_compression", "gzip"), id="compression"),
+        pytest.param(lambda app: setattr(app.conf, "task_serializer", "pickle"), id="serializer"),
+        pytest.param(lambda app: setattr(app.conf, "task_send_sent_event", True), id="events"),
+        pytest.param(
+            lambda app: setattr(
+                app.conf,
+                "task_routes",
+                {
+                    EXECUTE_RUN_TASK: {
+                        "queue": Queue("runs", Exchange("runs", type="topic"), routing_key="r.#")
+                    }
+                },
+            ),
+            id="topic route",
+        ),
+        pytest.param(
+            lambda app: setattr(app.conf, "task_routes", {EXECUTE_RUN_TASK: {"priority": 5}}),
+            id="priority",
+        ),
+    ],
+)
+def test_anything_more_than_a_plain_push_is_left_to_celery(redis_app: Celery, change: Any) -> None:
+    assert fast_publish_possible(redis_app, name=EXECUTE_RUN_TASK)
+    changed = Celery("publish-test-changed", broker=_redis_url(), set_as_current=False)
+    try:
+        change(changed)  # before its first use: its router is built once
+        assert not fast_publish_possible(changed, name=EXECUTE_RUN_TASK)
+    finally:
+        changed.close()
+
+
+def test_a_receiver_of_the_publish_signals_is_left_celerys_publish(redis_app: Celery) -> None:
+    for signal in (signals.before_task_publish, signals.after_task_publish):
+        signal.connect(_on_publish)
+        try:
+            assert not fast_publish_possible(redis_app, name=EXECUTE_RUN_TASK)
+        finally:
+            signal.disconnect(_on_publish)
+    assert fast_publish_possible(redis_app, name=EXECUTE_RUN_TASK)
+
+
+@pytest.fixture
+def current_redis_app(redis_app: Celery) -> Iterator[Celery]:
+    previous = get_current_app()
+    redis_app.set_current()
+    try:
+        yield redis_app
+    finally:
+        previous.set_current()
+
+
+async def test_a_failed_push_is_published_by_celery_instead(
+    current_redis_app: Celery, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from copilot_runtime.engine import task_publish
+
+    async def unreachable(*_: Any, **__: Any) -> None:
+        raise redis.exceptions.ConnectionError("Redis went away")
+
+    monkeypatch.setattr(task_publish, "publish_task", unreachable)
+    by_celery: list[dict[str, Any]] = []
+    monkeypatch.setattr(executor, "enqueue_on_worker", lambda **kwargs: by_celery.append(kwargs))
+
+    await enqueue_run(run_id="run-3", placement=PLACEMENT)
+
+    assert by_celery == [{"run_id": "run-3", "placement": PLACEMENT}]
+
+
+async def test_a_run_is_queued_on_the_loop_when_the_broker_allows(
+    current_redis_app: Celery, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def never(**_: Any) -> None:
+        raise AssertionError("Celery's publish was used")
+
+    monkeypatch.setattr(executor, "enqueue_on_worker", never)
+    try:
+        await enqueue_run(run_id="run-4", placement=PLACEMENT)
+    finally:
+        await task_publish_close()
+
+    pushed = _pushed(current_redis_app)
+    assert pushed["headers"]["task"] == EXECUTE_RUN_TASK
+    assert pushed["headers"]["argsrepr"] == "['run-4']"
