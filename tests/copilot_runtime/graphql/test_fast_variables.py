@@ -98,6 +98,23 @@ def test_explicit_nulls_and_absent_fields_come_out_as_graphql_core_makes_them() 
     assert fast[0]["frontend"]["url"] is None and "forwardedParameters" not in fast[0]
 
 
+def _agent_state_message(message_id: str, *, thread_id: str) -> dict[str, Any]:
+    return {
+        "id": message_id,
+        "createdAt": "2026-11-25T10:00:00.000Z",
+        "agentStateMessage": {
+            "threadId": thread_id,
+            "agentName": "a",
+            "role": "assistant",
+            "state": "{}",
+            "running": True,
+            "nodeName": "n",
+            "runId": "r",
+            "active": True,
+        },
+    }
+
+
 def test_a_re_sent_message_is_recognised_only_when_it_is_the_same(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -130,20 +147,7 @@ def test_a_re_sent_message_is_recognised_only_when_it_is_the_same(
     assert passed[0]["messages"][0] is refused["data"]["messages"][0]
     monkeypatch.undo()
 
-    state = {
-        "id": "state-1",
-        "createdAt": "2026-11-25T10:00:00.000Z",
-        "agentStateMessage": {
-            "threadId": "t",
-            "agentName": "a",
-            "role": "assistant",
-            "state": "{}",
-            "running": True,
-            "nodeName": "n",
-            "runId": "r",
-            "active": True,
-        },
-    }
+    state = _agent_state_message("state-1", thread_id="t")
     with_state = json.loads(json.dumps(variables))
     with_state["data"]["messages"].append(state)
     assert plain_client_variables(with_state) == _by_graphql_core(with_state)
@@ -243,22 +247,7 @@ def test_a_history_is_recognised_together_only_up_to_an_agent_state_message() ->
     """An agent state's Booleans compare equal to numbers (True == 1): a history holding one
     is recognised as one list only before it, so a number sent for its Boolean is refused."""
     variables = _turns("state", 2)
-    variables["data"]["messages"].append(
-        {
-            "id": "state-s",
-            "createdAt": "2026-11-25T10:00:00.000Z",
-            "agentStateMessage": {
-                "threadId": "state",
-                "agentName": "a",
-                "role": "assistant",
-                "state": "{}",
-                "running": True,
-                "nodeName": "n",
-                "runId": "r",
-                "active": True,
-            },
-        }
-    )
+    variables["data"]["messages"].append(_agent_state_message("state-s", thread_id="state"))
     first = plain_client_variables(variables)
     assert first is not None
     parse_generate_input(*first)
