@@ -148,14 +148,24 @@ class _Clients:
     def __init__(self) -> None:
         self._clients: dict[int, tuple[asyncio.AbstractEventLoop, Any]] = {}
 
-    def get(self, url: str) -> Any:
+    def get(self, app: Celery) -> Any:
         from redis import asyncio as redis_asyncio
 
         loop = asyncio.get_running_loop()
         entry = self._clients.get(id(loop))
         if entry is not None and entry[0] is loop:
             return entry[1]
-        client = redis_asyncio.Redis.from_url(url)
+        conf = app.conf
+        options = conf.broker_transport_options or {}
+        # The broker's own timeouts, as kombu applies them: an unreachable Redis fails the
+        # push (and Celery's publish, with its retries, takes over) instead of holding the turn.
+        client = redis_asyncio.Redis.from_url(
+            str(conf.broker_write_url or conf.broker_url),
+            socket_connect_timeout=options.get(
+                "socket_connect_timeout", conf.broker_connection_timeout
+            ),
+            socket_timeout=options.get("socket_timeout"),
+        )
         self._clients[id(loop)] = (loop, client)
         return client
 
@@ -175,7 +185,7 @@ async def publish_task(
 ) -> None:
     """Push the task's message onto its queue (``fast_publish_possible`` said it may)."""
     key, message = task_message(app, name=name, args=args, argsrepr=argsrepr, time_limit=time_limit)
-    client = CLIENTS.get(str(app.conf.broker_write_url or app.conf.broker_url))
+    client = CLIENTS.get(app)
     await client.lpush(key, message)
 
 

@@ -200,3 +200,16 @@ async def test_a_run_is_queued_on_the_loop_when_the_broker_allows(
     pushed = _pushed(current_redis_app)
     assert pushed["headers"]["task"] == EXECUTE_RUN_TASK
     assert pushed["headers"]["argsrepr"] == "['run-4']"
+
+
+async def test_the_push_has_the_brokers_connect_timeout(redis_app: Celery) -> None:
+    """An unreachable Redis fails the push within the broker's own connect timeout (then
+    Celery's publish takes over), rather than holding the turn."""
+    from copilot_runtime.engine.task_publish import CLIENTS
+
+    redis_app.conf.broker_connection_timeout = 1.5
+    try:
+        client = CLIENTS.get(redis_app)
+        assert client.connection_pool.connection_kwargs["socket_connect_timeout"] == 1.5
+    finally:
+        await task_publish_close()
