@@ -4,7 +4,7 @@ writes updates each index of its table, and the event log and the spans grow fas
 from __future__ import annotations
 
 import pytest
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 
 from conversations.models import AgentState, Message, Run, RunEvent, Span, Thread
 
@@ -56,3 +56,32 @@ def test_every_foreign_key_still_leads_an_index(model: type, column: str) -> Non
     leading = {found["columns"][0] for found in constraints.values() if found["columns"]}
 
     assert column in leading
+
+
+@pytest.mark.parametrize("model", [Thread, Message, AgentState, Run, RunEvent, Span])
+def test_every_declared_constraint_and_index_exists_in_the_migrated_database(
+    model: type,
+) -> None:
+    """The migrations build what the models declare. (Altering a foreign key's index once
+    dropped the partial unique index ``run_one_active_per_thread`` on PostgreSQL while the
+    migration state kept it: see migration 0007.)"""
+    with connection.cursor() as cursor:
+        present = set(connection.introspection.get_constraints(cursor, model._meta.db_table))
+    declared = {item.name for item in (*model._meta.constraints, *model._meta.indexes)}
+
+    assert declared - present == set()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_database_refuses_a_second_active_run_on_a_thread() -> None:
+    thread = Thread.objects.create(thread_id="t-one-active")
+    Run.objects.create(id="run-a", thread=thread, status="running")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Run.objects.create(id="run-b", thread=thread, status="pending")
+    Run.objects.filter(pk="run-a").update(status="succeeded")
+    Run.objects.create(id="run-c", thread=thread, status="pending")
+
+    assert set(Run.objects.filter(thread=thread).values_list("pk", flat=True)) == {
+        "run-a",
+        "run-c",
+    }
