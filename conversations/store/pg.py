@@ -18,6 +18,7 @@ pool's size bounds concurrent statements, not concurrent conversations.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import logging
 import re
@@ -96,6 +97,28 @@ def _translate(exc: psycopg.Error) -> Exception:
     return django_db.DatabaseError(str(exc))
 
 
+# The turn writes in flight (see ``PgTurnStore.prepare``).
+_WRITES: set[asyncio.Task[None]] = set()
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    if not task.cancelled():
+        task.exception()  # known to the caller already; retrieved so asyncio logs nothing
+
+
+def _settle(stored: asyncio.Future[None], writing: asyncio.Task[None]) -> None:
+    """The write's outcome on ``stored``: a future of its own, so that a caller cancelled
+    while awaiting it never cancels the write itself."""
+    if stored.done():
+        return
+    if writing.cancelled():
+        stored.cancel()
+    elif (error := writing.exception()) is not None:
+        stored.set_exception(error)
+    else:
+        stored.set_result(None)
+
+
 class _Pools:
     """One async pool per event loop (a pool is bound to the loop that opened it)."""
 
@@ -136,18 +159,58 @@ class PgTurnStore:
     # --- prepare ------------------------------------------------------------------------------
 
     async def prepare(self, *, turn: TurnRecord, reap: Reap) -> PreparedTurn:
+        if not turn.start_before_stored:
+            return await self._prepare_translated(turn, reap, None)
+        # The turn's write (statement 2) goes on in a task of its own; this returns as soon as
+        # statement 1 has been read and the write is sent, so the caller's run can ask its
+        # model meanwhile. ``ahead`` carries the outcome of everything before the write.
+        loop = asyncio.get_running_loop()
+        ahead: asyncio.Future[PreparedTurn] = loop.create_future()
+        writing = loop.create_task(self._prepare_ahead(turn, reap, ahead))
+        try:
+            prepared = await ahead
+        except BaseException:
+            # Failed before the write (the task ends with the same error), or the request went
+            # before its turn was read: nothing is stored.
+            writing.cancel()
+            writing.add_done_callback(_retrieve)
+            raise
+        stored: asyncio.Future[None] = loop.create_future()
+        _WRITES.add(writing)  # held until it ends: the loop keeps only a weak reference
+        writing.add_done_callback(_WRITES.discard)
+        writing.add_done_callback(lambda task: _settle(stored, task))
+        return dataclasses.replace(prepared, stored=stored)
+
+    async def _prepare_ahead(
+        self, turn: TurnRecord, reap: Reap, ahead: asyncio.Future[PreparedTurn]
+    ) -> None:
+        try:
+            await self._prepare_translated(turn, reap, ahead)
+        except BaseException as exc:
+            if not ahead.done():  # failed before the write: the caller learns it from ahead
+                if isinstance(exc, asyncio.CancelledError):
+                    ahead.cancel()
+                else:
+                    ahead.set_exception(exc)
+            raise
+
+    async def _prepare_translated(
+        self, turn: TurnRecord, reap: Reap, ahead: asyncio.Future[PreparedTurn] | None
+    ) -> PreparedTurn:
         try:
             try:
-                return await self._prepare(turn)
+                return await self._prepare(turn, ahead)
             except _Busy as busy:
                 # Reaped outside the transaction: the reaper updates the thread row we held.
                 if await sync_to_async(reap)(busy.running):
-                    return await self._prepare(turn)
+                    return await self._prepare(turn, ahead)
                 raise ThreadBusy(turn.thread_id) from None
         except psycopg.Error as exc:
             raise _translate(exc) from exc
 
-    async def _prepare(self, turn: TurnRecord) -> PreparedTurn:
+    async def _prepare(
+        self, turn: TurnRecord, ahead: asyncio.Future[PreparedTurn] | None
+    ) -> PreparedTurn:
         now = timezone.now()
         user = turn.user
         owner_id = user.pk if user.is_authenticated else None
@@ -215,6 +278,16 @@ class PgTurnStore:
                 if first_user is not None and first_user.content.strip():
                     new_title = title_from_text(first_user.content)
             running = turn.start_running
+            prepared = PreparedTurn(
+                run_id=turn.run_id,
+                thread_id=turn.thread_id,
+                thread_pk=thread_pk,
+                latest_state=latest,
+                new_message_ids=tuple(row[1] for row in rows),
+                next_position=last + len(rows) + 1,
+            )
+            if ahead is not None and not ahead.done():
+                ahead.set_result(prepared)  # the caller may start the run now
             # Statement 2: the run, the new messages and the thread's status, atomically.
             try:
                 await cur.execute(
@@ -252,14 +325,7 @@ class PgTurnStore:
                 if exc.diag.constraint_name in _RACED:
                     raise ThreadBusy(turn.thread_id) from None
                 raise
-        return PreparedTurn(
-            run_id=turn.run_id,
-            thread_id=turn.thread_id,
-            thread_pk=thread_pk,
-            latest_state=latest,
-            new_message_ids=tuple(row[1] for row in rows),
-            next_position=last + len(rows) + 1,
-        )
+        return prepared
 
     # --- the run's life -----------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -39,6 +40,10 @@ class TurnRecord:
     # Executed at once by this process (inline): the run is stored already running, which
     # saves the executor its separate pending -> running write.
     start_running: bool = False
+    # The caller may start the run while the turn's write is still in flight: ``prepare``
+    # returns once the thread has been read and checked, with ``PreparedTurn.stored`` to
+    # await (a store that writes in one step may ignore this).
+    start_before_stored: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +59,10 @@ class PreparedTurn:
     # The position the run's first output message takes (None: looked up when stored). One
     # run at a time per thread, so the executor can count on from here.
     next_position: int | None = None
+    # When the turn was prepared with ``start_before_stored``: done when its run, new messages
+    # and thread status are committed, or failed (``ThreadBusy``, a database error) with
+    # nothing of the turn stored. None: stored before ``prepare`` returned.
+    stored: asyncio.Future[None] | None = None
 
 
 @dataclass(slots=True)
@@ -85,7 +94,8 @@ class TurnStore(Protocol):
     async def prepare(self, *, turn: TurnRecord, reap: Reap) -> PreparedTurn:
         """Record the thread (created on first use, ownership checked), refuse a busy one
         (``reap`` first fails those of its active runs whose executor died), store the
-        client's new messages and a pending run, in one transaction."""
+        client's new messages and a pending run, in one transaction (which may still be in
+        flight on return: see ``TurnRecord.start_before_stored``)."""
         ...
 
     async def mark_running(self, *, run_id: str, model: str) -> bool: ...
@@ -118,3 +128,16 @@ class TurnStore(Protocol):
         """Logged events with ``after_seq < seq < before_seq``, in order, at most ``limit``
         (a follower catching up: once per followed run, and at every gap)."""
         ...
+
+
+async def turn_committed(stored: asyncio.Future[None] | None) -> bool:
+    """Whether a prepared turn's write (``PreparedTurn.stored``) was committed, once it ends;
+    True at once for a turn stored before ``prepare`` returned (None)."""
+    if stored is None:
+        return True
+    try:
+        await asyncio.shield(stored)
+    except BaseException:
+        if not stored.done():
+            raise  # the caller itself was cancelled
+    return not stored.cancelled() and stored.exception() is None

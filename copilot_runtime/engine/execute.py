@@ -20,7 +20,7 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from conversations.models import RunStatus
 from conversations.services.runs import LoggedEvent, RunOutcome
 from conversations.store import turn_store
-from conversations.store.types import PreparedTurn, Progress, SpanWrite
+from conversations.store.types import PreparedTurn, Progress, SpanWrite, turn_committed
 from copilot_runtime.adapters import adapter_from_settings
 from copilot_runtime.conf import runtime_setting
 from copilot_runtime.engine.agent_host import agent_host
@@ -66,6 +66,10 @@ class _Flusher:
         self._first_token_at_once = first_token_at_once
         self._thread_pk = prepared.thread_pk if prepared is not None else None
         self._next_position = prepared.next_position if prepared is not None else None
+        # A run started while its turn's write was in flight writes nothing before that
+        # write commits (its rows refer to the run's), and nothing at all if it failed.
+        self._stored = prepared.stored if prepared is not None else None
+        self.unstored = False
         self._store = turn_store()
         self._interval = interval
         self._outcome: RunOutcome | None = None
@@ -123,6 +127,11 @@ class _Flusher:
     ) -> None:
         if not self._recorder.has_pending and outcome is None:
             return
+        if self._stored is not None:
+            if not await turn_committed(self._stored):
+                self.unstored = True
+                return
+            self._stored = None
         batch = self._recorder.take_batch()
         first_position = self._next_position
         if first_position is not None:
@@ -253,6 +262,11 @@ class _Watchdog:
             task.add_done_callback(_ignore_outcome)
 
 
+def _stop_if_unstored(stored: asyncio.Future[None], turn_task: asyncio.Task[Any]) -> None:
+    if stored.cancelled() or stored.exception() is not None:
+        turn_task.cancel()
+
+
 def _ignore_outcome(task: asyncio.Task[Any]) -> None:
     if not task.cancelled():
         task.exception()  # retrieved, so asyncio does not log it as never retrieved
@@ -310,6 +324,8 @@ async def run_execute(
             error, finished = await _record_bare_end(recorder, prepared)
             if publish is not None:
                 publish(error)
+        if flusher.unstored:
+            return  # the run's turn was never stored: nothing of it is told or exported
         if publish is not None:
             publish(finished)
         tracer.export()
@@ -339,6 +355,7 @@ async def run_execute(
             run_id=run_id,
             adapter=adapter,
             emit=emit,
+            stored=prepared.stored if prepared is not None else None,
             turn=lambda before_server_action: _turn(
                 emit=emit,
                 request=request,
@@ -348,6 +365,11 @@ async def run_execute(
             ),
         )
     )
+    stored = prepared.stored if prepared is not None else None
+    if stored is not None:
+        # Started while its turn's write was in flight: a write that failed (a request that
+        # raced this one onto the thread) stops the run, which then stores nothing.
+        stored.add_done_callback(lambda done: _stop_if_unstored(done, turn_task))
     watchdog = _Watchdog(run_id, turn_task, in_process=publish is not None)
     watchdog.start()
     status = RunStatus.SUCCEEDED
@@ -404,6 +426,8 @@ async def run_execute(
             model=model,
         )
     )
+    if flusher.unstored:
+        return ""
     if not after_request_configured():
         return str(status)
     await call_after_request(

@@ -148,13 +148,16 @@ async def turn_prepare(
     protocol: str,
     run_id: str | None = None,
     start_running: bool = False,
+    start_before_stored: bool = False,
 ) -> PreparedTurn:
     """The first half of ``turn_start``: check the request and the agent, then record the
     thread, the client's new messages and a pending run in one store round trip (under the
     celery executor, also queue the run on a worker). The run is not executed here.
 
     ``start_running`` records it running at once, for the inline executor that starts it in
-    this process next (one round trip fewer than marking it afterwards)."""
+    this process next (one round trip fewer than marking it afterwards).
+    ``start_before_stored`` (with ``start_running``) returns once the thread has been read,
+    the write still in flight on ``PreparedTurn.stored``, which the caller must await."""
     # An agent a remote endpoint announced is found here (the lookups below are synchronous).
     await agent_host().resolve(request.agent_name)
     record, client_state = _turn_record(
@@ -162,6 +165,7 @@ async def turn_prepare(
     )
     celery = executor_kind() == CELERY
     record.start_running = start_running and not celery
+    record.start_before_stored = record.start_running and start_before_stored
     run_payload = _RunPayload(request, client_state) if celery else None
     record.request_payload_for = run_payload
     prepared = await turn_store().prepare(turn=record, reap=_reap_stale)
@@ -188,11 +192,20 @@ async def turn_start(
     ``run_id`` is the client's own run id (v2 clients mint them; the caller validates it).
     """
     celery = executor_kind() == CELERY
+    hooked = before_request_configured()
     prepared = await turn_prepare(
-        user=user, request=request, protocol=protocol, run_id=run_id, start_running=not celery
+        user=user,
+        request=request,
+        protocol=protocol,
+        run_id=run_id,
+        start_running=not celery,
+        # Inline, the run starts while the turn's write is in flight: the model works on
+        # the request during that round trip. Not with a hook to call first (it may record
+        # the run's failure, which needs the run stored).
+        start_before_stored=not hooked,
     )
     try:
-        if before_request_configured():
+        if hooked:
             await call_before_request(
                 RequestHookContext(
                     thread_id=prepared.thread_id,
@@ -241,7 +254,12 @@ async def turn_start(
             # starts (headers, the first payload), not after. A run slow to say anything
             # (a remote agent) holds the answer back no longer than the bound.
             await events.arrival(within=RUN_HEAD_START_SECONDS)
-        except asyncio.CancelledError:
+            if prepared.stored is not None:
+                # The turn's write went on meanwhile. If it failed (a request that raced this
+                # one onto the thread: ThreadBusy), the run stops and stores nothing, and this
+                # request is answered with the error, as if the preparation had failed.
+                await asyncio.shield(prepared.stored)
+        except BaseException:
             detach()
             raise
 

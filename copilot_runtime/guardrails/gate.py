@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from asgiref.sync import sync_to_async
 
+from conversations.store.types import turn_committed
 from copilot_runtime.adapters.base import ModelAdapter
 from copilot_runtime.events import Event, GuardrailDecision
 from copilot_runtime.events.request import TurnRequest
@@ -120,6 +121,7 @@ class GuardrailGate:
         run_id: str,
         adapter: ModelAdapter,
         emit: Callable[[Event], None],
+        stored: asyncio.Future[None] | None = None,
     ) -> None:
         self.config = config
         self.request = request
@@ -127,6 +129,9 @@ class GuardrailGate:
         self.run_id = run_id
         self.adapter = adapter
         self.emit = emit
+        # The turn's write, when the run started before it committed (the decision's row
+        # refers to the run's).
+        self.stored = stored
         self._storing: asyncio.Task[None] | None = None
 
     async def decide(self) -> Decision | None:
@@ -170,6 +175,8 @@ class GuardrailGate:
         return event
 
     async def _store(self, decision: Decision) -> None:
+        if not await turn_committed(self.stored):
+            return  # the run's turn was never stored, and nor is its decision
         try:
             await sync_to_async(guardrail_decision_store)(
                 run_id=self.run_id,
@@ -194,16 +201,24 @@ async def run_guarded(
     adapter: ModelAdapter,
     emit: Callable[[Event], None],
     turn: GuardedTurn,
+    stored: asyncio.Future[None] | None = None,
 ) -> None:
     """Run ``turn`` under the guardrails in scope for ``request``. ``turn`` receives the check
-    it must await before executing a server action (None when none is needed)."""
+    it must await before executing a server action (None when none is needed). ``stored``:
+    the turn's write, when the run started before it committed."""
     config = guardrails_config()
     subject = subject_from_request(request) if config.enabled else None
     if subject is None:
         await turn(None)
         return
     gate = GuardrailGate(
-        config=config, request=request, subject=subject, run_id=run_id, adapter=adapter, emit=emit
+        config=config,
+        request=request,
+        subject=subject,
+        run_id=run_id,
+        adapter=adapter,
+        emit=emit,
+        stored=stored,
     )
     try:
         if config.mode == BLOCKING:

@@ -7,12 +7,14 @@ reads back are compared field by field (ids and clocks aside).
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import uuid
 from collections.abc import AsyncIterator
 from decimal import Decimal
 from typing import Any
 
+import psycopg
 import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AnonymousUser
@@ -23,6 +25,7 @@ from conversations.models import AgentState, Message, Run, RunEvent, RunStatus, 
 from conversations.services.messages import OutputMessage
 from conversations.services.runs import LoggedEvent, RunOutcome, ThreadBusy, Usage
 from conversations.services.threads import ThreadNotAvailable
+from conversations.store import pg as pg_store
 from conversations.store.orm import OrmTurnStore
 from conversations.store.pg import POOLS, PgTurnStore
 from conversations.store.types import Progress, SpanWrite, TurnRecord
@@ -128,6 +131,8 @@ async def both(
                 turn=record(thread_id, [*messages], **dict(extra)), reap=never_reap
             )
             ids.append(prepared.run_id)
+            if prepared.stored is not None:
+                await prepared.stored
             await store.record(
                 run_id=prepared.run_id,
                 thread_pk=prepared.thread_pk,
@@ -264,6 +269,118 @@ async def test_two_requests_racing_on_one_thread_start_one_run(pg: PgTurnStore) 
     assert refused and all(isinstance(o, ThreadBusy) for o in refused)
     assert await Run.objects.filter(thread__thread_id="t-race").acount() == 1
     assert await Message.objects.filter(thread__thread_id="t-race").acount() == 1
+
+
+# --- a run started while its turn's write is in flight -------------------------------------
+
+
+async def test_a_turn_started_before_it_is_stored_writes_what_the_orm_writes(
+    pg: PgTurnStore,
+) -> None:
+    turns = [history("a"), history("a", "b", "c"), history("a", "b", "c", "d", "e")]
+    sql_runs, orm_runs = await both(pg, turns, start_running=True, start_before_stored=True)
+
+    assert await sync_to_async(messages_of)("t-sql") == await sync_to_async(messages_of)("t-orm")
+    for sql_run, orm_run in zip(sql_runs, orm_runs, strict=True):
+        assert await sync_to_async(run_of)(sql_run) == await sync_to_async(run_of)(orm_run)
+
+
+async def _hold_thread_row(thread_id: str) -> Any:
+    """Another connection's lock on the thread row: the turn's write (which updates the row)
+    waits on it; reading the thread does not."""
+    holder = await psycopg.AsyncConnection.connect(pg_store._conninfo())
+    await holder.execute(
+        "SELECT 1 FROM conversations_thread WHERE thread_id = %s FOR UPDATE", [thread_id]
+    )
+    return holder
+
+
+async def test_a_turn_started_before_it_is_stored_is_prepared_while_its_write_waits(
+    pg: PgTurnStore,
+) -> None:
+    first = await pg.prepare(turn=record("t-ahead", history("a")), reap=never_reap)
+    await pg.record(run_id=first.run_id, thread_pk=first.thread_pk, progress=finished())
+    holder = await _hold_thread_row("t-ahead")
+    try:
+        prepared = await asyncio.wait_for(
+            pg.prepare(
+                turn=record(
+                    "t-ahead",
+                    history("a", "b", "c"),
+                    start_running=True,
+                    start_before_stored=True,
+                ),
+                reap=never_reap,
+            ),
+            timeout=5,
+        )
+        assert prepared.new_message_ids == ("m1", "m2")
+        assert first.next_position is not None
+        assert prepared.next_position == first.next_position + 2
+        assert prepared.stored is not None
+        await asyncio.sleep(0.1)
+        assert not prepared.stored.done()  # the write waits on the lock
+        assert not await Run.objects.filter(pk=prepared.run_id).aexists()
+    finally:
+        await holder.rollback()
+        await holder.close()
+
+    await asyncio.wait_for(prepared.stored, timeout=5)
+    run = await Run.objects.aget(pk=prepared.run_id)
+    assert run.status == RunStatus.RUNNING
+    assert [m[1] for m in await sync_to_async(messages_of)("t-ahead")] == ["m0", "m1", "m2"]
+
+
+async def test_a_turn_whose_write_fails_after_it_was_read_stores_nothing(
+    pg: PgTurnStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request that raced another onto the thread (its read saw no active run, the other's
+    run was written first): ``stored`` fails with ThreadBusy and the write is undone whole."""
+    await pg.prepare(turn=record("t-raced", history("a")), reap=never_reap)  # still pending
+    seen = pg_store._look
+
+    async def blind_to_active_runs(cur: Any, params: tuple[Any, ...]) -> tuple[Any, ...]:
+        row = await seen(cur, params)
+        return (*row[:3], None, *row[4:])
+
+    monkeypatch.setattr(pg_store, "_look", blind_to_active_runs)
+    prepared = await pg.prepare(
+        turn=record(
+            "t-raced", history("a", "b", "c"), start_running=True, start_before_stored=True
+        ),
+        reap=never_reap,
+    )
+    assert prepared.stored is not None
+    with pytest.raises(ThreadBusy):
+        await prepared.stored
+    assert not await Run.objects.filter(pk=prepared.run_id).aexists()
+    assert [m[1] for m in await sync_to_async(messages_of)("t-raced")] == ["m0"]
+
+
+async def test_a_turn_refused_before_its_write_fails_in_prepare_itself(
+    pg: PgTurnStore, django_user_model: Any
+) -> None:
+    owner = await django_user_model.objects.acreate(username="owner-ahead")
+    await pg.prepare(turn=record("t-theirs", history("mine"), user=owner), reap=never_reap)
+    with pytest.raises(ThreadNotAvailable):
+        await pg.prepare(
+            turn=record("t-theirs", history("x"), start_running=True, start_before_stored=True),
+            reap=never_reap,
+        )
+    with pytest.raises(ThreadBusy):
+        await pg.prepare(
+            turn=record("t-theirs", history("mine", "y"), user=owner, start_before_stored=True),
+            reap=never_reap,
+        )
+
+
+def finished() -> Progress:
+    return Progress(
+        events=[],
+        messages=[],
+        agent_states=[],
+        outcome=RunOutcome(status=RunStatus.SUCCEEDED, usage=Usage()),
+    )
 
 
 def progress_batches(run_id: str) -> list[Progress]:

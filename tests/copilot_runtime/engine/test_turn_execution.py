@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import orjson
+import psycopg
 import pytest
 from django.contrib.auth.models import AnonymousUser
 from django.test import override_settings
 
 from conversations.models import Message, Run, RunEvent, RunStatus, Thread
 from conversations.services.runs import ThreadBusy
+from conversations.store import pg as pg_store
+from conversations.store import turn_store
+from copilot_runtime.conf import runtime_settings
 from copilot_runtime.engine import service
+from copilot_runtime.engine.live import live_run_get
 from copilot_runtime.engine.service import turn_prepare, turn_start
 from copilot_runtime.events import GenerationStart, RunFinished, TextDelta
 from copilot_runtime.graphql.turn_input import parse_generate_input
@@ -120,6 +125,151 @@ async def test_an_inline_run_goes_first_up_to_its_first_event(
     assert isinstance(started.events.get_nowait(), GenerationStart)
     assert await started.cancel() is True
     await _run_ended(started.run_id)
+
+
+def _history_request(thread_id: str, *messages: tuple[str, str, str]):
+    """A request carrying a whole history: (id, role, content) each."""
+    return parse_generate_input(
+        {
+            "threadId": thread_id,
+            "frontend": {"actions": []},
+            "messages": [
+                {
+                    "id": message_id,
+                    "createdAt": "2025-01-01T00:00:00.000Z",
+                    "textMessage": {"content": content, "role": role},
+                }
+                for message_id, role, content in messages
+            ],
+            "metadata": {"requestType": "Chat"},
+        },
+        {},
+    )
+
+
+async def _until(condition, what: str) -> None:
+    for _ in range(400):
+        if await condition():
+            return
+        await asyncio.sleep(0.0125)
+    raise AssertionError(f"never: {what}")
+
+
+@pytest.fixture
+async def sql_store(runtime_on_fake, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[None]:
+    """The raw-SQL store these tests are about (tests/conftest.py makes the in-process store
+    the ORM one: this test's rows are committed, so the store's own connections see them)."""
+    monkeypatch.setenv("COPILOT_RUNTIME_TURN_STORE", "auto")
+    runtime_settings.cache_clear()
+    assert isinstance(turn_store(), pg_store.PgTurnStore)
+    yield
+    await pg_store.POOLS.close_all()
+    monkeypatch.undo()
+    runtime_settings.cache_clear()
+
+
+async def test_the_model_is_asked_while_the_turns_write_is_in_flight(
+    sql_store, fake_upstream
+) -> None:
+    """Inline, the run starts once the thread has been read: the model request goes out while
+    the turn's write (run, new messages, thread status) is still on its way to the database,
+    and the turn starts for the client once that write has committed."""
+    first_text = _fake({"tokens": 3})
+    first = await turn_start(
+        user=AnonymousUser(),
+        request=_history_request("t-ahead", ("u1", "user", first_text)),
+        protocol="graphql",
+    )
+    await _events_until_finished(first)
+    await _run_ended(first.run_id)
+    answer = await Message.objects.aget(thread__thread_id="t-ahead", role="assistant")
+    asked_before = len(fake_upstream.requests())
+
+    holder = await psycopg.AsyncConnection.connect(pg_store._conninfo())
+    await holder.execute(  # the turn's write updates the thread row: it waits on this lock
+        "SELECT 1 FROM conversations_thread WHERE thread_id = %s FOR UPDATE", ["t-ahead"]
+    )
+    starting = asyncio.create_task(
+        turn_start(
+            user=AnonymousUser(),
+            request=_history_request(
+                "t-ahead",
+                ("u1", "user", first_text),
+                (answer.message_id, "assistant", answer.content),
+                ("u2", "user", _fake({"tokens": 3})),
+            ),
+            protocol="graphql",
+        )
+    )
+    try:
+
+        async def model_asked() -> bool:
+            return len(fake_upstream.requests()) > asked_before
+
+        await _until(model_asked, "the model was asked while the write waited")
+        assert not starting.done()
+        assert not await Message.objects.filter(message_id="u2").aexists()
+    finally:
+        await holder.rollback()
+        await holder.close()
+
+    started = await asyncio.wait_for(starting, 10)
+    await _events_until_finished(started)
+    run = await _run_ended(started.run_id)
+    assert run.status == RunStatus.SUCCEEDED
+    stored = [
+        m.message_id
+        async for m in Message.objects.filter(thread__thread_id="t-ahead").order_by("position")
+    ]
+    assert stored[:3] == ["u1", answer.message_id, "u2"] and len(stored) == 4
+
+
+async def test_a_run_whose_turn_write_fails_is_stopped_and_stores_nothing(
+    sql_store, fake_upstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request that raced another onto the thread (its read saw no active run; the other's
+    run was written first): its run, already asking the model, is stopped, nothing of it is
+    stored, and the request is refused as THREAD_BUSY."""
+    first_text = _fake({"hang": True})
+    hanging = await turn_start(
+        user=AnonymousUser(),
+        request=_history_request("t-raced", ("u1", "user", first_text)),
+        protocol="graphql",
+    )
+    seen = pg_store._look
+
+    async def blind_to_active_runs(cur: Any, params: tuple[Any, ...]) -> tuple[Any, ...]:
+        row = await seen(cur, params)
+        return (*row[:3], None, *row[4:])
+
+    monkeypatch.setattr(pg_store, "_look", blind_to_active_runs)
+
+    with pytest.raises(ThreadBusy):
+        await turn_start(
+            user=AnonymousUser(),
+            request=_history_request(
+                "t-raced", ("u1", "user", first_text), ("u2", "user", _fake({"hang": True}))
+            ),
+            protocol="graphql",
+            run_id="refused-run",
+        )
+
+    async def stopped() -> bool:
+        # Its model request (one that would hang forever) closed, if it went out at all:
+        # only the first turn's is still open.
+        return live_run_get("refused-run") is None and fake_upstream.stats()["active"] == 1
+
+    await _until(stopped, "the refused turn's run ended")
+    assert not await Run.objects.filter(pk="refused-run").aexists()
+    assert not await RunEvent.objects.filter(run_id="refused-run").aexists()
+    assert not await Message.objects.filter(message_id="u2").aexists()
+    assert await started_and_cancelled(hanging)
+
+
+async def started_and_cancelled(started) -> bool:
+    cancelled = await started.cancel()
+    await _run_ended(started.run_id)
+    return cancelled
 
 
 async def test_a_second_request_on_a_running_thread_is_refused(runtime_on_fake) -> None:
