@@ -41,21 +41,7 @@ def runtime_on_fake(fake_upstream) -> Iterator[None]:
 
 
 def _request(text: str, *, thread_id: str = "thread-1", message_id: str = "u1"):
-    return parse_generate_input(
-        {
-            "threadId": thread_id,
-            "frontend": {"actions": []},
-            "messages": [
-                {
-                    "id": message_id,
-                    "createdAt": "2025-01-01T00:00:00.000Z",
-                    "textMessage": {"content": text, "role": "user"},
-                }
-            ],
-            "metadata": {"requestType": "Chat"},
-        },
-        {},
-    )
+    return _history_request(thread_id, (message_id, "user", text))
 
 
 def _fake(directive: dict[str, Any]) -> str:
