@@ -45,7 +45,7 @@ from copilot_runtime.engine.service import StartedTurn, check_agent_runnable, tu
 from copilot_runtime.errors import AgentNotFoundError, CopilotKitError
 from copilot_runtime.events import Event, RunError, RunFinished
 from copilot_runtime.events.request import TurnRequest
-from copilot_runtime.http.responses import json_response
+from copilot_runtime.http.responses import LastChunk, json_response
 
 logger = logging.getLogger(__name__)
 
@@ -106,14 +106,15 @@ async def _run_events(
         while True:
             batch = await inbox.take()
             chunk = encoder.encode(batch)
-            if chunk:
-                yield chunk
             # The stream ends when the run has: once its end is stored (``RunFinished``, or the
             # end of its events), not at the terminal event on the wire. A RUN_ERROR goes out
             # before the run's end is stored, and a client following up as soon as its stream
             # ends must not find the thread still busy. Nothing is encoded after the terminal
             # event.
-            if batch[-1] is None or any(type(event) is RunFinished for event in batch):
+            last = batch[-1] is None or any(type(event) is RunFinished for event in batch)
+            if chunk:
+                yield LastChunk(chunk) if last else chunk
+            if last:
                 break
         complete = True
     finally:

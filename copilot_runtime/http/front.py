@@ -40,7 +40,12 @@ from copilot_runtime.http.graphql_http import (
     graphql_bad_request,
     serve_graphql,
 )
-from copilot_runtime.http.responses import REFUSED_VALUE, ByteStreamResponse, json_error
+from copilot_runtime.http.responses import (
+    REFUSED_VALUE,
+    ByteStreamResponse,
+    LastChunk,
+    json_error,
+)
 from copilot_runtime.mount import RUNTIME_PATH
 
 logger = logging.getLogger(__name__)
@@ -259,12 +264,22 @@ async def _stream(
     receive: Receive | None,
 ) -> None:
     """Send the streaming body; a client that leaves cancels the stream (its generator's
-    ``finally`` then applies the protocol's disconnect policy), as Django's handler does."""
+    ``finally`` then applies the protocol's disconnect policy), as Django's handler does.
+
+    A ``LastChunk`` ends the answer with it (one write instead of two); the stream still runs
+    to its end (its own ``finally``), and nothing it yields after is sent."""
+    ended = False
 
     async def body() -> None:
+        nonlocal ended
         async for chunk in chunks:
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        await send({"type": "http.response.body", "body": b""})
+            if ended:
+                continue
+            ended = type(chunk) is LastChunk
+            await send({"type": "http.response.body", "body": chunk, "more_body": not ended})
+        if not ended:
+            ended = True
+            await send({"type": "http.response.body", "body": b""})
 
     sender = asyncio.create_task(body())
     if receive is None:
@@ -280,6 +295,10 @@ async def _stream(
     watcher = asyncio.create_task(watch_disconnect())
     try:
         await asyncio.wait({sender, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        if ended and not sender.done():
+            # The answer is whole (its end reads as a disconnect to the watcher): the stream's
+            # own ending is not cut short.
+            await sender
     finally:
         for task in (sender, watcher):
             if not task.done():

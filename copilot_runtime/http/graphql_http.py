@@ -19,7 +19,7 @@ from copilot_runtime.graphql import transport
 from copilot_runtime.graphql.context import RuntimeContext
 from copilot_runtime.graphql.execution import prepare_operation
 from copilot_runtime.graphql.fastpath import match_fast_operation
-from copilot_runtime.http.responses import ByteStreamResponse, json_response
+from copilot_runtime.http.responses import ByteStreamResponse, LastChunk, json_response
 
 _GRAPHQL_JSON = "application/graphql-response+json; charset=utf-8"
 
@@ -69,10 +69,23 @@ def _streaming_response(payloads: AsyncIterator[dict[str, Any]], *, mode: str) -
     if mode == "multipart":
 
         async def body() -> AsyncIterator[bytes]:
-            yield transport.multipart_preamble()
+            # The preamble goes with the first part, the terminator with the final payload
+            # (``hasNext: false``) and the answer's end: fewer writes, the same bytes.
+            preamble = transport.multipart_preamble()
+            ended = False
             async for payload in payloads:
-                yield transport.multipart_part(payload)
-            yield transport.multipart_end()
+                if ended:
+                    continue  # nothing follows the final payload on the wire
+                part = transport.multipart_part(payload)
+                if preamble:
+                    part, preamble = preamble + part, b""
+                if payload.get("hasNext") is False:
+                    ended = True
+                    yield LastChunk(part + transport.multipart_end())
+                else:
+                    yield part
+            if not ended:
+                yield LastChunk(preamble + transport.multipart_end())
 
         content_type = transport.MULTIPART_CONTENT_TYPE
     else:
@@ -80,7 +93,7 @@ def _streaming_response(payloads: AsyncIterator[dict[str, Any]], *, mode: str) -
         async def body() -> AsyncIterator[bytes]:
             async for payload in payloads:
                 yield transport.sse_next(payload)
-            yield transport.sse_complete()
+            yield LastChunk(transport.sse_complete())
 
         content_type = transport.SSE_CONTENT_TYPE
 

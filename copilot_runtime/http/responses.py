@@ -15,6 +15,14 @@ STREAM_HEADERS = {
 }
 
 
+class LastChunk(bytes):
+    """The last chunk of a ``ByteStreamResponse``: the front sends it as the answer's end, so
+    it and the end of the chunked body go out in one write, not two. Nothing may follow it on
+    the wire (the front sends nothing the stream yields after it)."""
+
+    __slots__ = ()
+
+
 class ByteStreamResponse(StreamingHttpResponse):
     """A streamed answer whose chunks are bytes already, with the headers every stream has.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -9,7 +10,7 @@ import pytest
 from django.http import HttpResponse, StreamingHttpResponse
 
 from copilot_runtime.http.front import _send_response
-from copilot_runtime.http.responses import STREAM_HEADERS, ByteStreamResponse
+from copilot_runtime.http.responses import STREAM_HEADERS, ByteStreamResponse, LastChunk
 
 
 async def _chunks() -> AsyncIterator[bytes]:
@@ -72,3 +73,56 @@ async def test_the_front_sends_a_whole_answer_in_one_body() -> None:
     messages = await _sent(HttpResponse(b'{"ok": true}', content_type="application/json"))
     assert [m["type"] for m in messages] == ["http.response.start", "http.response.body"]
     assert messages[1]["body"] == b'{"ok": true}'
+
+
+async def test_a_last_chunk_ends_the_answer_in_the_same_message() -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b"data: one\n\n"
+        yield LastChunk(b"data: two\n\n")
+
+    messages = await _sent(ByteStreamResponse(chunks(), content_type="text/event-stream"))
+    assert [m["body"] for m in messages[1:]] == [b"data: one\n\n", b"data: two\n\n"]
+    assert [m["more_body"] for m in messages[1:]] == [True, False]
+
+
+async def test_nothing_after_a_last_chunk_is_sent_and_the_stream_still_runs_to_its_end() -> None:
+    ended: list[str] = []
+
+    async def chunks() -> AsyncIterator[bytes]:
+        try:
+            yield LastChunk(b"data: end\n\n")
+            yield b"data: stray\n\n"
+        finally:
+            ended.append("finally")
+
+    messages = await _sent(ByteStreamResponse(chunks(), content_type="text/event-stream"))
+    assert [m["body"] for m in messages[1:]] == [b"data: end\n\n"]
+    assert ended == ["finally"]
+
+
+async def test_the_end_of_the_answer_does_not_cut_the_streams_own_ending_short() -> None:
+    """Once the answer is whole, the server reports a disconnect to anyone still receiving;
+    the front's disconnect watcher must not cancel what the stream does after its last chunk."""
+    tail: list[str] = []
+    complete = asyncio.Event()
+
+    async def chunks() -> AsyncIterator[bytes]:
+        try:
+            yield LastChunk(b"data: end\n\n")
+            await asyncio.sleep(0.05)
+            tail.append("ran")
+        except asyncio.CancelledError:
+            tail.append("cancelled")
+            raise
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            complete.set()
+
+    async def receive() -> dict[str, Any]:
+        await complete.wait()
+        return {"type": "http.disconnect"}
+
+    response = ByteStreamResponse(chunks(), content_type="text/event-stream")
+    await _send_response(response, send, scope=_scope(), receive=receive)
+    assert tail == ["ran"]

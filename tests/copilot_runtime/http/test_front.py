@@ -132,6 +132,48 @@ async def test_a_v2_run_streams_and_is_stored(runtime: Any) -> None:
     assert stored == [("user", 'Hi\nFAKE: {"tokens": 3}'), ("assistant", "t0 t1 t2")]
 
 
+def _bodies(sent: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [m for m in sent if m["type"] == "http.response.body"]
+
+
+async def test_a_v2_answer_ends_with_its_last_events(runtime: Any) -> None:
+    sent: list[dict[str, Any]] = []
+    reply = await call(
+        RUN_PATH,
+        run_body(messages=[{"id": "u1", "role": "user", "content": 'FAKE: {"tokens": 3}'}]),
+        headers={"accept": "text/event-stream"},
+        on_send=sent.append,
+    )
+
+    assert sse_types(reply)[-1] == "RUN_FINISHED"
+    bodies = _bodies(sent)
+    assert b'"RUN_FINISHED"' in bodies[-1]["body"]  # no separate empty end
+    assert [m["more_body"] for m in bodies] == [True] * (len(bodies) - 1) + [False]
+
+
+async def test_a_v1_answer_starts_and_ends_in_its_parts_messages(
+    runtime: Any, settings: Any
+) -> None:
+    from copilot_runtime.graphql import transport
+
+    settings.COPILOT_RUNTIME = {**settings.COPILOT_RUNTIME, "MAX_BODY_BYTES": 1_000_000}
+
+    sent: list[dict[str, Any]] = []
+    reply = await call(
+        "/api/copilotkit",
+        v1_body('FAKE: {"tokens": 3}'),
+        headers={"accept": "multipart/mixed, application/json"},
+        on_send=sent.append,
+    )
+
+    assert reply.status == 200
+    bodies = _bodies(sent)
+    first, last = bodies[0]["body"], bodies[-1]["body"]
+    assert first.startswith(transport.multipart_preamble() + b"\r\nContent-Type")
+    assert last.endswith(transport.multipart_end()) and b'"hasNext":false' in last
+    assert [m["more_body"] for m in bodies] == [True] * (len(bodies) - 1) + [False]
+
+
 def v1_body(content: str) -> bytes:
     """The 1.10.6 client's mutation for a first message saying ``content``."""
     from benchmarks.client_request import request_variables
