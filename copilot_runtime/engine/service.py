@@ -201,8 +201,10 @@ async def turn_start(
         start_running=not celery,
         # Inline, the run starts while the turn's write is in flight: the model works on
         # the request during that round trip. Not with a hook to call first (it may record
-        # the run's failure, which needs the run stored).
-        start_before_stored=not hooked,
+        # the run's failure, which needs the run stored), and not under a client's own run id
+        # (v2): only the write proves it unused, and a run started under a taken one would
+        # take the place of the live run that has it (its live fan-out, its heartbeat).
+        start_before_stored=not hooked and run_id is None,
     )
     try:
         if hooked:

@@ -10,6 +10,7 @@ import orjson
 import psycopg
 import pytest
 from django.contrib.auth.models import AnonymousUser
+from django.db import IntegrityError
 from django.test import override_settings
 
 from conversations.models import Message, Run, RunEvent, RunStatus, Thread
@@ -250,6 +251,41 @@ async def test_a_run_whose_turn_write_fails_is_stopped_and_stores_nothing(
     assert not await RunEvent.objects.filter(run_id="refused-run").aexists()
     assert not await Message.objects.filter(message_id="u2").aexists()
     assert await started_and_cancelled(hanging)
+
+
+async def test_a_taken_client_run_id_never_displaces_the_live_run_that_has_it(
+    sql_store, fake_upstream
+) -> None:
+    """A client's own run id (v2) is proved unused only by the turn's write: a request reusing
+    the id of a run still live in this process is refused before anything of its own runs, and
+    the live run keeps its fan-out and can still be stopped."""
+    hanging = await turn_start(
+        user=AnonymousUser(),
+        request=_history_request("t-first", ("u1", "user", _fake({"hang": True}))),
+        protocol="agui",
+        run_id="client-run-1",
+    )
+    live = live_run_get("client-run-1")
+    assert live is not None
+
+    async def hanging_asked() -> bool:
+        return fake_upstream.stats()["active"] == 1
+
+    await _until(hanging_asked, "the first run's model request is open")
+    asked_before = len(fake_upstream.requests())
+
+    with pytest.raises(IntegrityError):
+        await turn_start(
+            user=AnonymousUser(),
+            request=_history_request("t-second", ("u1", "user", _fake({"tokens": 3}))),
+            protocol="agui",
+            run_id="client-run-1",
+        )
+
+    assert live_run_get("client-run-1") is live
+    assert len(fake_upstream.requests()) == asked_before  # no model asked for the refused turn
+    assert await started_and_cancelled(hanging)
+    assert (await Run.objects.aget(pk="client-run-1")).status == RunStatus.CANCELLED
 
 
 async def started_and_cancelled(started) -> bool:
