@@ -102,6 +102,15 @@ class Message(models.Model):
             models.UniqueConstraint(fields=["thread", "message_id"], name="message_unique_id"),
             models.UniqueConstraint(fields=["thread", "position"], name="message_unique_position"),
         ]
+        # The rows a turn's look-up counts (see conversations/store/pg.py): few in a thread,
+        # so counting them does not read the thread's current messages.
+        indexes = [
+            models.Index(
+                fields=["thread"],
+                name="message_set_aside",
+                condition=models.Q(superseded=True) | models.Q(kind="agent_state"),
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind}:{self.message_id}"

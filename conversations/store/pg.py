@@ -242,7 +242,6 @@ class PgTurnStore:
                     _dumps(incoming),
                     list(_ACTIVE),
                     str(MessageKind.AGENT_STATE),
-                    str(MessageKind.AGENT_STATE),
                     turn.agent_name if turn.want_state else None,
                 ),
             )
@@ -253,7 +252,7 @@ class PgTurnStore:
                 active,
                 missing,
                 (current_sent, restore),
-                current_count,
+                set_aside,
                 last_position,
                 latest,
             ) = looked
@@ -268,7 +267,11 @@ class PgTurnStore:
             if active:
                 raise _Busy([pk for pk, _status in active])
             last = -1 if last_position is None else last_position
-            await _supersede(cur, thread_pk, incoming, current_sent, restore or (), current_count)
+            # Positions are dense from 0, so this is the count of the thread's current
+            # messages; with a gap (a row deleted by hand) it is more, and a turn that sent
+            # all of them only runs a superseding that finds nothing: never one skipped.
+            current_at_most = last + 1 - set_aside
+            await _supersede(cur, thread_pk, incoming, current_sent, restore or (), current_at_most)
             rows = _new_message_rows(history, set(missing or ()), last, now)
             new_title = ""
             if not title:
@@ -523,12 +526,12 @@ async def _supersede(
     incoming: list[str],
     current_sent: int,
     restore: Sequence[str],
-    current_count: int,
+    current_at_most: int,
 ) -> None:
     """The client no longer sends some stored messages (a regenerate, an edit, a deletion):
     they are superseded, kept for the record; ones it sends again (``restore``) are current
     again. Rare: a history that extends what is stored touches nothing here."""
-    if current_sent != current_count:
+    if current_sent != current_at_most:
         await cur.execute(
             f"UPDATE {MESSAGE} SET superseded = true WHERE thread_id = %s AND NOT superseded"
             " AND kind <> %s AND NOT (message_id = ANY(%s))",
@@ -646,8 +649,11 @@ SELECT t.id, t.owner_id, t.title,
         count(*) FILTER (WHERE NOT found.superseded AND found.kind <> %s),
         json_agg(found.message_id) FILTER (WHERE found.superseded))
       FROM found WHERE found.stored IS NOT NULL),
-    (SELECT count(*) FILTER (WHERE NOT m.superseded AND m.kind <> %s) FROM {MESSAGE} m
-      WHERE m.thread_id = t.id),
+    -- The thread's messages set aside (superseded, agent states), in their partial index
+    -- message_set_aside (the literal kind lets a generic plan use it): with the last
+    -- position, a bound on its current messages that never reads them.
+    (SELECT count(*) FROM {MESSAGE} m
+      WHERE m.thread_id = t.id AND (m.superseded OR m.kind = '{MessageKind.AGENT_STATE.value}')),
     (SELECT max(m.position) FROM {MESSAGE} m WHERE m.thread_id = t.id),
     (SELECT s.state FROM {AGENT_STATE} s WHERE s.thread_id = t.id AND s.agent_name = %s
       ORDER BY s.id DESC LIMIT 1)

@@ -15,10 +15,16 @@ pytestmark = pytest.mark.django_db
 def test_no_index_is_a_leading_part_of_another(model: type) -> None:
     with connection.cursor() as cursor:
         constraints = connection.introspection.get_constraints(cursor, model._meta.db_table)
+    # A partial index holds a few of the table's rows: a longer index over all of them does
+    # not do its work (message_set_aside is counted without reading the thread's messages).
+    partial = {index.name for index in model._meta.indexes if index.condition is not None}
     plain = {
         name: tuple(found["columns"])
         for name, found in constraints.items()
-        if found["index"] and not found["unique"] and not found["primary_key"]
+        if found["index"]
+        and not found["unique"]
+        and not found["primary_key"]
+        and name not in partial
     }
     every = {
         name: tuple(found["columns"])

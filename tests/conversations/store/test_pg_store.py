@@ -678,7 +678,6 @@ async def test_looking_up_a_long_threads_history_is_linear_in_its_length(pg: PgT
         _dumps(carried),
         list(_ACTIVE),
         str(MessageKind.AGENT_STATE),
-        str(MessageKind.AGENT_STATE),
         None,
     )
 
@@ -693,4 +692,167 @@ async def test_looking_up_a_long_threads_history_is_linear_in_its_length(pg: PgT
 
     assert looked[4] == ["m-new"]  # the one id the thread does not hold
     assert looked[5] == [160, None]  # all current, none superseded
+    assert looked[6:8] == (0, 159)  # nothing set aside; the last position
     assert _rows_handled(plan) < 12 * len(carried), _rows_handled(plan)
+
+
+async def _continued(pg: PgTurnStore, thread_id: str, turns: int) -> list[InputMessage]:
+    """A thread continued ``turns`` times, each turn re-sending the whole history."""
+    messages = history()
+    for turn in range(turns):
+        messages = [*messages, text(f"{thread_id}-u{turn}", "user", f"question {turn}")]
+        prepared = await pg.prepare(turn=record(thread_id, [*messages]), reap=never_reap)
+        reply = f"{thread_id}-a{turn}"
+        await pg.record(
+            run_id=prepared.run_id,
+            thread_pk=prepared.thread_pk,
+            progress=Progress(
+                events=[],
+                messages=[OutputMessage(message_id=reply, kind="text", role="assistant")],
+                agent_states=[],
+                outcome=RunOutcome(status=RunStatus.SUCCEEDED, usage=Usage()),
+                first_position=prepared.next_position,
+            ),
+        )
+        messages.append(text(reply, "assistant", ""))
+    return messages
+
+
+async def test_a_look_up_reads_the_threads_messages_only_to_match_the_carried_ids(
+    pg: PgTurnStore,
+) -> None:
+    # Beyond matching the ids the request carries, the look-up reads of the thread's
+    # messages the last position and the few set aside, however long the thread. (The count
+    # of its current messages once read all of them: +0.2 ms at the 120th turn.)
+    from django.db import connection
+
+    from conversations.models import MessageKind, ThreadStatus
+    from conversations.store.pg import _ACTIVE, _LOOK, _dumps
+
+    def explain(thread_id: str, carried: list[str]) -> tuple[dict[str, Any], tuple[Any, ...]]:
+        now = timezone.now()
+        params = (
+            *(thread_id, None, "default", str(ThreadStatus.IDLE), now, now, thread_id),
+            _dumps(carried),
+            list(_ACTIVE),
+            str(MessageKind.AGENT_STATE),
+            None,
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(_LOOK, params)
+            looked = cursor.fetchone()
+            cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + _LOOK, params)
+            return cursor.fetchone()[0][0]["Plan"], looked
+
+    messages = await _continued(pg, "t-long", 60)
+    # The tables as a site holds them (other threads' rows, statistics up to date), or the
+    # planner rightly reads a table of a few hundred rows whole.
+    await sync_to_async(_other_threads)(threads=40, turns=40)
+    carried = [m.id for m in messages if m.role != "system"] + ["m-new"]
+    plan, looked = await sync_to_async(explain)("t-long", carried)
+
+    assert looked[4] == ["m-new"]
+    assert looked[6:8] == (0, 119)  # nothing set aside; the last position
+    outside_the_match = [
+        (node.get("Index Name"), _rows_handled(node))
+        for node in _message_reads(plan)
+        if node.get("Subplan Name") != "CTE found"
+    ]
+    assert outside_the_match, "the plan reads no message outside the match"
+    assert all(rows <= 1 for _index, rows in outside_the_match), outside_the_match
+
+
+def _message_reads(plan: dict[str, Any], under: str | None = None) -> list[dict[str, Any]]:
+    """The plan's nodes that read conversations_message, each named by the subplan (CTE,
+    InitPlan, SubPlan) it belongs to."""
+    under = plan.get("Subplan Name", under)
+    found = []
+    if plan.get("Relation Name") == "conversations_message":
+        found.append({**plan, "Subplan Name": under})
+    for child in plan.get("Plans", []):
+        found += _message_reads(child, under)
+    return found
+
+
+def _other_threads(*, threads: int, turns: int) -> None:
+    from django.db import connection
+
+    now = timezone.now()
+    for n in range(threads):
+        thread = Thread.objects.create(thread_id=f"t-other-{n}", created_at=now, updated_at=now)
+        Run.objects.bulk_create(
+            Run(id=f"r-other-{n}-{t}", thread=thread, status=RunStatus.SUCCEEDED, created_at=now)
+            for t in range(turns)
+        )
+        Message.objects.bulk_create(
+            Message(
+                thread=thread,
+                position=p,
+                message_id=f"m-other-{n}-{p}",
+                kind="text",
+                role="user",
+                created_at=now,
+            )
+            for p in range(2 * turns)
+        )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")  # as autovacuum would
+
+
+async def test_a_gap_in_the_positions_never_keeps_an_omitted_message_current(
+    pg: PgTurnStore,
+) -> None:
+    # The look-up bounds the thread's current messages by its last position: a row deleted
+    # by hand leaves a gap, and the bound is then above the count, never below it.
+    messages = await _continued(pg, "t-gap", 3)  # u0 a0 u1 a1 u2 a2 at positions 0-5
+    await Message.objects.filter(message_id="t-gap-a0").adelete()
+
+    sent_all = [m for m in messages if m.id != "t-gap-a0"]
+    await _turn(pg, "t-gap", [*sent_all, text("u-next", "user", "more")])
+    assert await _superseded("t-gap") == []
+
+    edited = [m for m in sent_all if m.id not in ("t-gap-a1", "t-gap-u2", "t-gap-a2")]
+    await _turn(pg, "t-gap", [*edited, text("u-edit", "user", "instead")])
+    assert await _superseded("t-gap") == ["t-gap-a1", "t-gap-u2", "t-gap-a2", "u-next"]
+
+
+async def test_messages_set_aside_are_not_counted_as_current(pg: PgTurnStore) -> None:
+    # Superseded messages and agent states are the look-up's "set aside" count.
+    messages = await _continued(pg, "t-aside", 2)  # u0 a0 u1 a1
+    state = InputMessage(id="state-1", kind="agent_state", agent_state={"n": 1})
+    await _turn(pg, "t-aside", [*messages[:-2], state, text("u-edit", "user", "instead")])
+    assert await _superseded("t-aside") == ["t-aside-u1", "t-aside-a1"]
+
+    # Re-sent whole again, with the state: nothing more is superseded, the two stay so.
+    stored = [*messages[:-2], state, text("u-edit", "user", "instead")]
+    await _turn(pg, "t-aside", [*stored, text("u-more", "user", "and more")])
+    assert await _superseded("t-aside") == ["t-aside-u1", "t-aside-a1"]
+
+    # One current message omitted: it is superseded, with nothing else.
+    await _turn(pg, "t-aside", [*messages[:2], state, text("u-last", "user", "last")])
+    assert await _superseded("t-aside") == [
+        "t-aside-a0",
+        "t-aside-u1",
+        "t-aside-a1",
+        "u-edit",
+        "u-more",
+    ]
+
+
+async def _turn(pg: PgTurnStore, thread_id: str, messages: list[InputMessage]) -> None:
+    prepared = await pg.prepare(turn=record(thread_id, messages), reap=never_reap)
+    await pg.record(
+        run_id=prepared.run_id,
+        thread_pk=prepared.thread_pk,
+        progress=Progress(
+            events=[],
+            messages=[],
+            agent_states=[],
+            outcome=RunOutcome(status=RunStatus.SUCCEEDED, usage=Usage()),
+        ),
+    )
+
+
+async def _superseded(thread_id: str) -> list[str]:
+    rows = Message.objects.filter(thread__thread_id=thread_id, superseded=True)
+    return [m.message_id async for m in rows.order_by("position")]
