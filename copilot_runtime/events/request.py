@@ -34,6 +34,10 @@ class InputMessage:
     image_format: str = ""
     image_bytes: str = ""
     agent_state: dict[str, Any] | None = None
+    # Passed check_turn_request. A remembered history message (events/recent.py) is the same
+    # object in every request that re-sends it: checked once, not at every turn. Not part of
+    # the message (equality, the worker's payload).
+    checked: bool = field(default=False, compare=False, repr=False, metadata={"local": True})
 
 
 @dataclass(slots=True)
@@ -93,7 +97,7 @@ def parse_datetime(raw: Any) -> dt.datetime | None:
 
 
 _REQUEST_FIELDS = tuple(f.name for f in fields(TurnRequest))
-_MESSAGE_FIELDS = tuple(f.name for f in fields(InputMessage))
+_MESSAGE_FIELDS = tuple(f.name for f in fields(InputMessage) if not f.metadata.get("local"))
 _ACTION_FIELDS = tuple(f.name for f in fields(FrontendAction))
 _FORWARDED_FIELDS = tuple(f.name for f in fields(ForwardedParameters))
 
@@ -203,8 +207,11 @@ def check_turn_request(request: TurnRequest, *, run_id: str | None = None) -> No
     for index, message in enumerate(request.messages):
         # The whole history comes with every request: the labels are built only for a
         # message that fails, and most messages pass the quick test.
+        if message.checked:
+            continue
         if _message_suspect(message):
             _check_message(message, f"messages[{index}]")
+        message.checked = True
     for index, action in enumerate(request.actions):
         _check_text(action.name, f"actions[{index}].name", limit=ID_LENGTH)
         _check_json(action.parameters, f"actions[{index}].parameters")

@@ -72,6 +72,47 @@ def test_a_message_the_store_cannot_keep_is_refused_by_its_field(
     assert said in refused.value.message
 
 
+def test_a_message_that_passed_is_not_checked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A remembered history message is the same object in every request that re-sends it.
+    from copilot_runtime.events import request as request_module
+
+    looked_at: list[str] = []
+    quick_test = request_module._message_suspect
+
+    def counted(message: InputMessage) -> bool:
+        looked_at.append(message.id)
+        return quick_test(message)
+
+    monkeypatch.setattr(request_module, "_message_suspect", counted)
+    first = history()
+    check_turn_request(first)
+    again = TurnRequest(
+        thread_id="t-1",
+        messages=[*first.messages, InputMessage(id="u2", kind="text", role="user", content="?")],
+    )
+    check_turn_request(again)
+
+    assert looked_at == ["u1", "a1", "call-1", "r1", "u2"]
+
+
+def test_a_refused_message_is_refused_again() -> None:
+    refused = history(content="text\x00")
+    for _ in range(2):
+        with pytest.raises(BadTurnRequest):
+            check_turn_request(refused)
+    assert not refused.messages[3].checked
+
+
+def test_whether_a_message_was_checked_is_no_part_of_it() -> None:
+    from copilot_runtime.events.request import turn_request_to_payload
+
+    checked = history()
+    check_turn_request(checked)
+
+    assert checked.messages == history().messages
+    assert "checked" not in turn_request_to_payload(checked)["messages"][0]
+
+
 @pytest.mark.parametrize(
     ("raw", "expected"),
     [

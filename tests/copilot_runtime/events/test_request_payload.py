@@ -58,9 +58,12 @@ def every_field_set() -> TurnRequest:
 def generic_payload(request: TurnRequest) -> dict[str, Any]:
     """The same form, made the generic (and slower) way: every dataclass field, recursively."""
     payload = dataclasses.asdict(request)
+    local = [f.name for f in dataclasses.fields(InputMessage) if f.metadata.get("local")]
     for message in payload["messages"]:
         created = message["created_at"]
         message["created_at"] = created.isoformat() if created else None
+        for name in local:  # this process's own notes on the message (InputMessage.checked)
+            del message[name]
     payload["context"] = [list(entry) for entry in request.context]
     return payload
 
