@@ -23,7 +23,6 @@ import logging
 from collections.abc import AsyncIterable, Awaitable, Callable
 from typing import Any
 
-import orjson
 from django.core.handlers.asgi import ASGIRequest
 from django.db import DatabaseError, DataError
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
@@ -31,7 +30,7 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from copilot_runtime.agui import responses as agui_responses
 from copilot_runtime.agui import routes, runs
 from copilot_runtime.conf import runtime_setting
-from copilot_runtime.http.body import json_writable, too_large
+from copilot_runtime.http.body import too_large
 from copilot_runtime.http.caller_cache import AuthenticationFailed, resolve_caller_cached
 from copilot_runtime.http.cors import allowed_origin, decorate
 from copilot_runtime.http.graphql_http import (
@@ -40,6 +39,7 @@ from copilot_runtime.http.graphql_http import (
     graphql_bad_request,
     serve_graphql,
 )
+from copilot_runtime.http.resent import RESENT
 from copilot_runtime.http.responses import (
     REFUSED_VALUE,
     ByteStreamResponse,
@@ -153,7 +153,7 @@ class RuntimeFront:
             return
         except (TimeoutError, asyncio.CancelledError):
             return  # the client never sent its body, or left: nothing to answer
-        parsed = _json_object(body)
+        parsed = RESENT.json_object(route, body)
         if parsed is None or (route == "graphql" and not isinstance(parsed.get("query"), str)):
             # Not the hot path's business (an envelope, bad JSON...): Django answers it.
             await self.app(scope, _replaying(body, receive), send)
@@ -165,15 +165,6 @@ class RuntimeFront:
         response = await _answer(request, route, parsed)
         del parsed
         await _send_response(response, send, scope=scope, receive=receive, request=request)
-
-
-def _json_object(body: bytes) -> dict[str, Any] | None:
-    """The body as a JSON object; None leaves the refusal to Django's path (http.body)."""
-    try:
-        value = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None
-    return value if isinstance(value, dict) and json_writable(value) else None
 
 
 async def _answer(request: HttpRequest, route: str, body: dict[str, Any]) -> HttpResponse:
