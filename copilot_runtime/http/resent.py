@@ -35,8 +35,9 @@ from copilot_runtime.http.body import json_writable
 # variables.data, v2: at the top).
 _KEY = b'"messages":'
 # The bytes of a kept history that find it: the array's opening and its first message's
-# start, which holds the message id (the clients' ids are UUIDs).
-_PREFIX = 64
+# start, which holds the message id (the clients' ids are UUIDs). A history shorter than
+# that is not kept.
+_PREFIX = 24
 # How many "messages" keys a body is searched at (the history's is the first in both
 # protocols' bodies; one nested in a state or a property may come before it).
 _TRIES = 4
@@ -137,6 +138,8 @@ class ResentHistories:
             self._keep(route, _Kept(kept.text + added, messages))
 
     def _keep(self, route: str, kept: _Kept) -> None:
+        if len(kept.text) < _PREFIX:
+            return
         key = (route, kept.text[:_PREFIX])
         old = self._kept.pop(key, None)
         if old is not None:

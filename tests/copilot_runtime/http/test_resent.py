@@ -175,3 +175,14 @@ def test_bodies_changed_at_random_read_as_orjson_reads_them(resent: ResentHistor
         body = BODIES[route](history)
 
         assert resent.json_object(route, body) == orjson.loads(body), step
+
+
+def test_a_short_history_is_recognised_too(resent: ResentHistories) -> None:
+    # The v2 client's first message may be a few dozen bytes: {"id":"u1","role":"user",...}.
+    short = [{"id": "u1", "role": "user", "content": "Greet Bob"}]
+    first = resent.json_object("agui", v2_body(short))
+    assert first is not None
+
+    second = resent.json_object("agui", v2_body([*short, {"id": "a1", "role": "assistant"}]))
+
+    assert second is not None and second["messages"][0] is first["messages"][0]
