@@ -34,10 +34,11 @@ from copilot_runtime.http.body import json_writable
 # The start of a messages array, where both protocols carry the history (v1: in
 # variables.data, v2: at the top).
 _KEY = b'"messages":'
-# The bytes of a kept history that find it: the array's opening and its first message's
-# start, which holds the message id (the clients' ids are UUIDs). A history shorter than
-# that is not kept.
-_PREFIX = 24
+# A kept history is found by its first message's id (the clients' ids are UUIDs; the v1
+# client writes the keys in order, so "createdAt" comes first), looked for this far into it.
+_ID = b'"id":"'
+_ID_WITHIN = 256
+_ID_LENGTH = 256
 # How many "messages" keys a body is searched at (the history's is the first in both
 # protocols' bodies; one nested in a state or a property may come before it).
 _TRIES = 4
@@ -86,7 +87,8 @@ class ResentHistories:
             if at < 0:
                 return None
             start = at + len(_KEY)
-            kept = self._kept.get((route, body[start : start + _PREFIX]))
+            first = _first_id(body, start)
+            kept = self._kept.get((route, first)) if first is not None else None
             if kept is None or not body.startswith(kept.text, start):
                 continue
             end = start + len(kept.text)
@@ -138,9 +140,10 @@ class ResentHistories:
             self._keep(route, _Kept(kept.text + added, messages))
 
     def _keep(self, route: str, kept: _Kept) -> None:
-        if len(kept.text) < _PREFIX:
-            return
-        key = (route, kept.text[:_PREFIX])
+        first = _first_id(kept.text, 0)
+        if first is None:
+            return  # never found again: not kept
+        key = (route, first)
         old = self._kept.pop(key, None)
         if old is not None:
             self._count -= len(old.messages)
@@ -149,6 +152,16 @@ class ResentHistories:
         while self._kept and self._count > self._store.size:
             _key, oldest = self._kept.popitem(last=False)
             self._count -= len(oldest.messages)
+
+
+def _first_id(data: bytes, start: int) -> bytes | None:
+    """The first message's id in the array at ``start`` (the bytes of its JSON string)."""
+    at = data.find(_ID, start, start + _ID_WITHIN)
+    if at < 0:
+        return None
+    at += len(_ID)
+    end = data.find(b'"', at, at + _ID_LENGTH)
+    return data[at:end] if end > at else None
 
 
 def _holder(route: str, value: Any) -> dict[str, Any] | None:

@@ -186,3 +186,26 @@ def test_a_short_history_is_recognised_too(resent: ResentHistories) -> None:
     second = resent.json_object("agui", v2_body([*short, {"id": "a1", "role": "assistant"}]))
 
     assert second is not None and second["messages"][0] is first["messages"][0]
+
+
+def test_many_threads_continued_in_turn_are_each_recognised(resent: ResentHistories) -> None:
+    # The v1 client writes a message's keys in order: each thread's history starts with the
+    # same bytes ({"createdAt":"<the same second>"...); its first id tells them apart.
+    def sorted_message(thread: int, n: int) -> dict[str, Any]:
+        return {
+            "createdAt": "2026-11-26T17:00:00.000Z",
+            "id": f"ck-{uuid.UUID(int=1000 * thread + n)}",
+            "textMessage": {"content": f"turn {n}", "role": "user"},
+        }
+
+    histories = {thread: [sorted_message(thread, 0)] for thread in range(50)}
+    previous: dict[int, list[Any]] = {}
+    for turn in range(1, 4):
+        for thread, history in histories.items():
+            history.append(sorted_message(thread, turn))
+            value = resent.json_object("graphql", v1_body(history))
+            assert value is not None
+            carried = held(value, "graphql")
+            if thread in previous:
+                assert all(a is b for a, b in zip(previous[thread], carried, strict=False))
+            previous[thread] = carried
