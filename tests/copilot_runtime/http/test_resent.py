@@ -86,6 +86,31 @@ def test_an_edited_earlier_message_is_read_from_the_body(
     assert held(value, route)[1]["textMessage"]["content"] == "other"
 
 
+@pytest.mark.parametrize("route", ["graphql", "agui"])
+def test_a_history_behind_fresh_instructions_reads_the_messages_parsed_before(
+    resent: ResentHistories, route: str
+) -> None:
+    # The v1 client sends its instructions first, under a fresh id in every request.
+    def instructions(n: int) -> dict[str, Any]:
+        return {"id": f"sys-{n}", "textMessage": {"content": "Be brief. " * 40, "role": "system"}}
+
+    history = [message(1), message(2, "assistant")]
+    first = resent.json_object(route, BODIES[route]([instructions(1), *history]))
+    assert first is not None
+
+    history.append(message(3))
+    body = BODIES[route]([instructions(2), *history])
+    second = resent.json_object(route, body)
+
+    assert second == orjson.loads(body)
+    earlier, later = held(first, route), held(second, route)
+    assert all(a is b for a, b in zip(earlier[1:], later[1:3], strict=True))
+    third = resent.json_object(route, BODIES[route]([instructions(3), *history, message(4)]))
+    assert third is not None
+    assert held(third, route)[3] is later[3]  # the second turn's new message, kept too
+    assert len(resent) == 1  # each turn's entry in place of the one before
+
+
 def test_the_same_bytes_under_another_messages_key_are_not_taken_for_the_history(
     resent: ResentHistories,
 ) -> None:
@@ -159,7 +184,7 @@ def test_bodies_changed_at_random_read_as_orjson_reads_them(resent: ResentHistor
     # body reads exactly as a plain parse reads it.
     rng = random.Random(15)
     threads: list[list[dict[str, Any]]] = [[message(1000 * t)] for t in range(3)]
-    for step in range(300):
+    for step in range(600):
         t = rng.randrange(len(threads))
         history = threads[t]
         change = rng.random()
@@ -167,9 +192,11 @@ def test_bodies_changed_at_random_read_as_orjson_reads_them(resent: ResentHistor
             history = [*history, message(1000 * t + step + 1, rng.choice(["user", "assistant"]))]
         elif change < 0.75 and len(history) > 1:
             history = history[: rng.randrange(1, len(history))]
-        elif change < 0.9:
+        elif change < 0.85:
             at = rng.randrange(len(history))
             history = [*history[:at], {**history[at], "createdAt": str(step)}, *history[at + 1 :]]
+        elif change < 0.95:  # a first message under a fresh id, as v1's instructions are
+            history = [{**history[0], "id": f"fresh-{step}"}, *history[1:]]
         threads[t] = history
         route = rng.choice(["graphql", "agui"])
         body = BODIES[route](history)
