@@ -28,7 +28,7 @@ from conversations.services.threads import ThreadNotAvailable
 from conversations.store import pg as pg_store
 from conversations.store.orm import OrmTurnStore
 from conversations.store.pg import POOLS, PgTurnStore
-from conversations.store.types import Progress, SpanWrite, TurnRecord
+from conversations.store.types import PreparedTurn, Progress, SpanWrite, TurnRecord
 from copilot_runtime.events.request import InputMessage
 from copilot_runtime.tracing.records import SpanRecord
 
@@ -133,17 +133,27 @@ async def both(
             ids.append(prepared.run_id)
             if prepared.stored is not None:
                 await prepared.stored
-            await store.record(
-                run_id=prepared.run_id,
-                thread_pk=prepared.thread_pk,
-                progress=Progress(
-                    events=[],
-                    messages=[],
-                    agent_states=[],
-                    outcome=RunOutcome(status=RunStatus.SUCCEEDED, usage=Usage()),
-                ),
-            )
+            await succeed(store, prepared)
     return run_ids
+
+
+async def succeed(
+    store: PgTurnStore | OrmTurnStore, prepared: PreparedTurn, *, reply: str | None = None
+) -> None:
+    """The run's end, succeeded, with its assistant ``reply`` (a message id) if any."""
+    await store.record(
+        run_id=prepared.run_id,
+        thread_pk=prepared.thread_pk,
+        progress=Progress(
+            events=[],
+            messages=[OutputMessage(message_id=reply, kind="text", role="assistant")]
+            if reply
+            else [],
+            agent_states=[],
+            outcome=RunOutcome(status=RunStatus.SUCCEEDED, usage=Usage()),
+            first_position=prepared.next_position,
+        ),
+    )
 
 
 async def test_a_first_turn_stores_the_same_thread_run_and_messages(pg: PgTurnStore) -> None:
@@ -703,17 +713,7 @@ async def _continued(pg: PgTurnStore, thread_id: str, turns: int) -> list[InputM
         messages = [*messages, text(f"{thread_id}-u{turn}", "user", f"question {turn}")]
         prepared = await pg.prepare(turn=record(thread_id, [*messages]), reap=never_reap)
         reply = f"{thread_id}-a{turn}"
-        await pg.record(
-            run_id=prepared.run_id,
-            thread_pk=prepared.thread_pk,
-            progress=Progress(
-                events=[],
-                messages=[OutputMessage(message_id=reply, kind="text", role="assistant")],
-                agent_states=[],
-                outcome=RunOutcome(status=RunStatus.SUCCEEDED, usage=Usage()),
-                first_position=prepared.next_position,
-            ),
-        )
+        await succeed(pg, prepared, reply=reply)
         messages.append(text(reply, "assistant", ""))
     return messages
 
@@ -840,17 +840,7 @@ async def test_messages_set_aside_are_not_counted_as_current(pg: PgTurnStore) ->
 
 
 async def _turn(pg: PgTurnStore, thread_id: str, messages: list[InputMessage]) -> None:
-    prepared = await pg.prepare(turn=record(thread_id, messages), reap=never_reap)
-    await pg.record(
-        run_id=prepared.run_id,
-        thread_pk=prepared.thread_pk,
-        progress=Progress(
-            events=[],
-            messages=[],
-            agent_states=[],
-            outcome=RunOutcome(status=RunStatus.SUCCEEDED, usage=Usage()),
-        ),
-    )
+    await succeed(pg, await pg.prepare(turn=record(thread_id, messages), reap=never_reap))
 
 
 async def _superseded(thread_id: str) -> list[str]:
