@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from copilot_runtime.events.recent import Recent
+from copilot_runtime.events.recent import PrefixMemo, Recent
 from copilot_runtime.events.request import (
     ForwardedParameters,
     FrontendAction,
@@ -252,6 +252,8 @@ _OWN_ROWS_ROLES = frozenset({"user", "system", "developer", "assistant"})
 # message alone (see copilot_runtime/events/recent.py; the rows are read-only once made). One
 # look-up per history message and turn: the history comes back with every request.
 _CHECKED_MESSAGES: Recent[tuple[InputMessage, ...] | None] = Recent()
+# input_messages_from_agui's rows and tool call names after a history's messages.
+_ROWS_MADE: PrefixMemo[tuple[tuple[InputMessage, ...], dict[str, str]]] = PrefixMemo()
 
 
 def _rememberable(message: Any) -> bool:
@@ -293,9 +295,12 @@ def input_messages_from_agui(
     """The stored-row view of an AG-UI history (activity and reasoning messages are the
     frontend's own and are left out); ``own_rows`` are the rows ``run_input_parse`` made or
     remembered for the messages, made here where missing."""
-    inputs: list[InputMessage] = []
-    call_names: dict[str, str] = {}
-    for index, message in enumerate(messages):
+    # The earlier turns' messages come back as the same objects: their rows are reused.
+    done, kept = _ROWS_MADE.resume(messages)
+    inputs: list[InputMessage] = list(kept[0]) if kept is not None else []
+    call_names: dict[str, str] = dict(kept[1]) if kept is not None else {}
+    for index in range(done, len(messages)):
+        message = messages[index]
         role = message["role"]
         if role in _OWN_ROWS_ROLES:
             rows = own_rows[index] if own_rows is not None else None
@@ -315,6 +320,9 @@ def input_messages_from_agui(
                     result=message["content"],
                 )
             )
+    # A row without an id gets one when stored (conversations/store): never shared.
+    if all(row.id for row in inputs[len(kept[0]) if kept is not None else 0 :]):
+        _ROWS_MADE.keep(messages, (tuple(inputs), call_names))
     return inputs
 
 

@@ -24,6 +24,7 @@ users (the converted messages are read-only past their parsing).
 
 from __future__ import annotations
 
+import operator
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
@@ -171,3 +172,58 @@ class Recent(Generic[Made]):
         items.move_to_end(key)
         if len(items) > store.size:
             items.popitem(last=False)
+
+
+State = TypeVar("State")
+
+
+class PrefixMemo(Generic[State]):
+    """What one pass over a history left after its messages (``State``), for the next history
+    that starts with the very same message objects.
+
+    A history re-sent unchanged comes back as the same objects (``ResentHistories`` in
+    copilot_runtime/http/resent.py, then ``Recent``), so a pass that only depends on the
+    messages before each one (converting them in order) resumes where the last one stopped:
+    its cost is the new messages', not the thread's. Keyed by the first message's id; the
+    messages are compared by identity (one C step each), never by value. The state is shared
+    by every resumption: its users copy what they change. Bounded with ``Recent`` by the
+    REMEMBERED_MESSAGES setting, in messages.
+    """
+
+    def __init__(self, store: RecentStore = MESSAGES) -> None:
+        self.store = store
+        self._kept: OrderedDict[str, tuple[list[Any], State]] = OrderedDict()
+        self._count = 0
+
+    def resume(self, messages: list[Any]) -> tuple[int, State | None]:
+        """How many first messages of ``messages`` are those of the history kept under the
+        same first id, and the state after them (0 and None: none)."""
+        key = _first_id(messages)
+        seen = self._kept.get(key) if key is not None else None
+        if seen is None:
+            return 0, None
+        kept, state = seen
+        if len(kept) > len(messages) or not all(map(operator.is_, kept, messages)):
+            return 0, None
+        self._kept.move_to_end(key)  # type: ignore[arg-type]
+        return len(kept), state
+
+    def keep(self, messages: list[Any], state: State) -> None:
+        """``state`` is what the pass left after all of ``messages``."""
+        key = _first_id(messages)
+        if key is None or len(messages) > self.store.size:
+            return
+        old = self._kept.pop(key, None)
+        if old is not None:
+            self._count -= len(old[0])
+        self._kept[key] = (list(messages), state)
+        self._count += len(messages)
+        while self._kept and self._count > self.store.size:
+            _key, (dropped, _state) = self._kept.popitem(last=False)
+            self._count -= len(dropped)
+
+
+def _first_id(messages: list[Any]) -> str | None:
+    first = messages[0] if messages else None
+    message_id = first.get("id") if type(first) is dict else None
+    return message_id if type(message_id) is str and message_id else None

@@ -277,6 +277,44 @@ def test_a_tool_result_names_its_call_even_when_the_call_was_remembered() -> Non
     ]
 
 
+def test_a_history_coming_back_reuses_its_rows_and_its_calls_names() -> None:
+    # The client re-sends the history as the same objects (http/resent.py): the earlier
+    # messages' rows are not made again, and a new tool result still names a kept call.
+    call = {"id": "call-5", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+    history = [
+        {"id": "u-5", "role": "user", "content": "find it"},
+        {"id": "a-5", "role": "assistant", "content": "looking", "toolCalls": [call]},
+    ]
+    first = input_messages_from_agui(history)
+
+    longer = [*history, {"id": "t-5", "role": "tool", "toolCallId": "call-5", "content": "here"}]
+    second = input_messages_from_agui(longer)
+
+    assert second == input_messages_from_agui([dict(m) for m in longer])  # made anew
+    assert all(a is b for a, b in zip(first, second[:3], strict=True))
+    assert (second[3].kind, second[3].action_name) == ("result", "lookup")
+
+
+def test_rows_of_equal_but_other_message_objects_are_made_anew() -> None:
+    history = [{"id": "u-6", "role": "user", "content": "hi"}]
+    first = input_messages_from_agui(history)
+
+    again = input_messages_from_agui([dict(history[0])])
+
+    assert again == first and again[0] is not first[0]
+
+
+def test_rows_without_an_id_are_never_shared() -> None:
+    # The store gives such a row an id of its own when it writes it.
+    call = {"id": "", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    history = [{"id": "a-7", "role": "assistant", "toolCalls": [call]}]
+    first = input_messages_from_agui(history)
+
+    second = input_messages_from_agui(history)
+
+    assert second == first and second[0] is not first[0]
+
+
 def test_the_echo_keeps_what_is_new_to_the_thread_and_what_it_does_not_store() -> None:
     call = {"id": "call-9", "type": "function", "function": {"name": "f", "arguments": "{}"}}
     messages = [

@@ -251,3 +251,30 @@ def test_what_one_recent_kept_of_a_history_is_never_given_to_another() -> None:
 
     assert converted.history_prefix(_history(2)) == (0, [])
     assert checked.history_prefix(_history(2))[0] == 2
+
+
+def test_a_pass_resumes_after_the_same_message_objects() -> None:
+    from copilot_runtime.events.recent import PrefixMemo
+
+    memo: PrefixMemo[str] = PrefixMemo(RecentStore(size=10))
+    history = [{"id": "m1"}, {"id": "m2"}]
+    memo.keep(history, "after two")
+
+    assert memo.resume([*history, {"id": "m3"}]) == (2, "after two")
+    assert memo.resume([history[0]]) == (0, None)  # shorter than what was kept
+    assert memo.resume([dict(history[0]), history[1]]) == (0, None)  # equal, not the same
+    assert memo.resume([{"id": "m9"}, *history]) == (0, None)
+
+
+def test_what_a_prefix_memo_keeps_is_bounded_in_messages() -> None:
+    from copilot_runtime.events.recent import PrefixMemo
+
+    memo: PrefixMemo[int] = PrefixMemo(RecentStore(size=5))
+    threads = [[{"id": f"t{t}-{n}"} for n in range(2)] for t in range(3)]
+    for state, history in enumerate(threads):
+        memo.keep(history, state)
+
+    assert memo.resume(threads[0]) == (0, None)  # the oldest gave way
+    assert memo.resume(threads[2]) == (2, 2)
+    memo.keep([{"id": f"x{n}"} for n in range(6)], 9)  # more than the bound: not kept
+    assert memo.resume(threads[2]) == (2, 2)
