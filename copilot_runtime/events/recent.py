@@ -199,13 +199,15 @@ class PrefixMemo(Generic[State]):
         """How many first messages of ``messages`` are those of the history kept under the
         same first id, and the state after them (0 and None: none)."""
         key = _first_id(messages)
-        seen = self._kept.get(key) if key is not None else None
+        if key is None:
+            return 0, None
+        seen = self._kept.get(key)
         if seen is None:
             return 0, None
         kept, state = seen
         if len(kept) > len(messages) or not all(map(operator.is_, kept, messages)):
             return 0, None
-        self._kept.move_to_end(key)  # type: ignore[arg-type]
+        self._kept.move_to_end(key)
         return len(kept), state
 
     def keep(self, messages: list[Any], state: State) -> None:

@@ -118,7 +118,9 @@ class ResentHistories:
             if not isinstance(value, dict) or not json_writable(value):
                 return None
             holder = _holder(route, value)
-            carried = holder.get("messages") if holder is not None else None
+            if holder is None:
+                return None
+            carried = holder.get("messages")
             if (
                 not isinstance(carried, list)
                 or len(carried) <= skipped
@@ -127,7 +129,7 @@ class ResentHistories:
                 return None  # the bytes were another "messages" than the history's
             lead, new = carried[:skipped], carried[skipped + 1 :]
             messages = lead + (kept.messages[1:] if skipped else kept.messages) + new
-            holder["messages"] = messages  # type: ignore[index]
+            holder["messages"] = messages
             self._extend(route, body, kept, start, begin, end, new, messages)
             return value
         return None

@@ -662,6 +662,28 @@ async def test_a_nul_character_from_the_model_is_stored_as_a_replacement_not_a_f
     assert event.payload == {"delta": '{"a":"x\\u0000'}  # the text of an escape is kept
 
 
+def _explain_look(thread_id: str, carried: list[str]) -> tuple[dict[str, Any], tuple[Any, ...]]:
+    """The look-up's row for ``carried`` ids on ``thread_id``, and its EXPLAIN ANALYZE plan."""
+    from django.db import connection
+
+    from conversations.models import MessageKind, ThreadStatus
+    from conversations.store.pg import _ACTIVE, _LOOK, _dumps
+
+    now = timezone.now()
+    params = (
+        *(thread_id, None, "default", str(ThreadStatus.IDLE), now, now, thread_id),
+        _dumps(carried),
+        list(_ACTIVE),
+        str(MessageKind.AGENT_STATE),
+        None,
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(_LOOK, params)
+        looked = cursor.fetchone()
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + _LOOK, params)
+        return cursor.fetchone()[0][0]["Plan"], looked
+
+
 def _rows_handled(plan: dict[str, Any]) -> int:
     """Rows every node of an EXPLAIN ANALYZE plan produced or filtered away, over its loops."""
     loops = plan.get("Actual Loops", 1)
@@ -673,32 +695,12 @@ def _rows_handled(plan: dict[str, Any]) -> int:
 async def test_looking_up_a_long_threads_history_is_linear_in_its_length(pg: PgTurnStore) -> None:
     # Each turn re-sends the whole history: a look-up comparing every stored message with
     # every carried id made the 120th turn's preparation cost ten times the first's.
-    from django.db import connection
-
-    from conversations.models import MessageKind, ThreadStatus
-    from conversations.store.pg import _ACTIVE, _LOOK, _dumps
-
     long_history = history(*[f"turn {n}" for n in range(160)])
     await pg.prepare(turn=record("t-long", long_history), reap=never_reap)
     await Run.objects.filter(thread__thread_id="t-long").aupdate(status=RunStatus.SUCCEEDED)
     carried = [m.id for m in long_history if m.role != "system"] + ["m-new"]
-    now = timezone.now()
-    params = (
-        *("t-long", None, "default", str(ThreadStatus.IDLE), now, now, "t-long"),
-        _dumps(carried),
-        list(_ACTIVE),
-        str(MessageKind.AGENT_STATE),
-        None,
-    )
 
-    def explain() -> tuple[dict[str, Any], tuple[Any, ...]]:
-        with connection.cursor() as cursor:
-            cursor.execute(_LOOK, params)
-            looked = cursor.fetchone()
-            cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + _LOOK, params)
-            return cursor.fetchone()[0][0]["Plan"], looked
-
-    plan, looked = await sync_to_async(explain)()
+    plan, looked = await sync_to_async(_explain_look)("t-long", carried)
 
     assert looked[4] == ["m-new"]  # the one id the thread does not hold
     assert looked[5] == [160, None]  # all current, none superseded
@@ -724,32 +726,12 @@ async def test_a_look_up_reads_the_threads_messages_only_to_match_the_carried_id
     # Beyond matching the ids the request carries, the look-up reads of the thread's
     # messages the last position and the few set aside, however long the thread. (The count
     # of its current messages once read all of them: +0.2 ms at the 120th turn.)
-    from django.db import connection
-
-    from conversations.models import MessageKind, ThreadStatus
-    from conversations.store.pg import _ACTIVE, _LOOK, _dumps
-
-    def explain(thread_id: str, carried: list[str]) -> tuple[dict[str, Any], tuple[Any, ...]]:
-        now = timezone.now()
-        params = (
-            *(thread_id, None, "default", str(ThreadStatus.IDLE), now, now, thread_id),
-            _dumps(carried),
-            list(_ACTIVE),
-            str(MessageKind.AGENT_STATE),
-            None,
-        )
-        with connection.cursor() as cursor:
-            cursor.execute(_LOOK, params)
-            looked = cursor.fetchone()
-            cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + _LOOK, params)
-            return cursor.fetchone()[0][0]["Plan"], looked
-
     messages = await _continued(pg, "t-long", 60)
     # The tables as a site holds them (other threads' rows, statistics up to date), or the
     # planner rightly reads a table of a few hundred rows whole.
     await sync_to_async(_other_threads)(threads=40, turns=40)
     carried = [m.id for m in messages if m.role != "system"] + ["m-new"]
-    plan, looked = await sync_to_async(explain)("t-long", carried)
+    plan, looked = await sync_to_async(_explain_look)("t-long", carried)
 
     assert looked[4] == ["m-new"]
     assert looked[6:8] == (0, 119)  # nothing set aside; the last position
