@@ -339,27 +339,62 @@ def _stored_ids(message: dict[str, Any]) -> list[str]:
     return []
 
 
+@dataclass(frozen=True, slots=True)
+class _Echoes:
+    """Which messages of a history RUN_STARTED echoes, decided for the next turn that re-sends
+    them: by position, those echoed whatever is new (``always``), and, by each id they are
+    stored under, those echoed when one of their ids is new (no id under two messages)."""
+
+    always: tuple[int, ...]
+    by_id: dict[str, int]
+
+
+_ECHOES: PrefixMemo[_Echoes] = PrefixMemo()
+
+
 def echoed_input(raw: dict[str, Any], new_message_ids: Iterable[str]) -> dict[str, Any]:
     """The run input RUN_STARTED echoes: only the messages new to the thread, as the TypeScript
     runtime sends it (the client already has the rest). Messages the thread does not store
-    (system, developer, activity, reasoning) cannot be told apart and are echoed."""
+    (system, developer, activity, reasoning) cannot be told apart and are echoed.
+
+    A history re-sent with the next turn is the same message objects (events/recent.py): its
+    earlier messages are decided by looking up the new ids, not by a pass over them."""
     new = set(new_message_ids)
     messages = raw.get("messages") or []
-    kept = []
-    for message in messages:
-        # Most of a history is user and assistant texts the thread already has: decided
-        # without building their id lists.
+    done, kept = _ECHOES.resume(messages)
+    always = list(kept.always) if kept is not None else []
+    by_id = dict(kept.by_id) if kept is not None else {}
+    echoed = [index for message_id in new if (index := by_id.get(message_id)) is not None]
+    unique = True
+    for index in range(done, len(messages)):
+        message = messages[index]
         role = message["role"]
         if role == "user" or (role == "assistant" and not message.get("toolCalls")):
-            if message["id"] in new or (role == "assistant" and not message.get("content")):
-                kept.append(message)
-            continue
-        ids = _stored_ids(message)
-        if not ids or any(message_id in new for message_id in ids):
-            kept.append(message)
-    if len(kept) == len(messages):
+            # Most of a history is user and assistant texts: decided without an id list.
+            if role == "assistant" and not message.get("content"):
+                always.append(index)
+                echoed.append(index)
+                continue
+            ids = [message["id"]]
+        else:
+            ids = _stored_ids(message)
+            if not ids:
+                always.append(index)
+                echoed.append(index)
+                continue
+        if any(message_id in new for message_id in ids):
+            echoed.append(index)
+        for message_id in ids:
+            unique = unique and message_id not in by_id
+            by_id[message_id] = index
+    if unique:
+        _ECHOES.keep(messages, _Echoes(always=tuple(always), by_id=by_id))
+    if kept is not None:
+        echoed.extend(kept.always)
+    chosen = set(echoed)  # a message with two new ids is found twice
+    if len(chosen) == len(messages):
         return raw
-    return {**raw, "messages": kept}
+    return {**raw, "messages": [messages[index] for index in sorted(chosen)]}
 
 
 def without_system_messages(messages: list[InputMessage]) -> list[InputMessage]:

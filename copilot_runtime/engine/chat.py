@@ -253,9 +253,10 @@ class ChatTurn:
             result=result,
             is_error=is_error,
         )
-        for message in conversation:
+        # Replaced, not changed: the entries are shared with later turns (model_messages).
+        for index, message in enumerate(conversation):
             if message.get("role") == "tool" and message.get("tool_call_id") == awaiting.call_id:
-                message["content"] = result
+                conversation[index] = {**message, "content": result}
 
     async def _generation(
         self,

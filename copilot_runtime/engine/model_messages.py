@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from copilot_runtime.engine.actions import ServerAction
+from copilot_runtime.events.recent import PrefixMemo
 from copilot_runtime.events.request import FrontendAction, InputMessage
 
 
@@ -18,28 +20,70 @@ def _context_message(context: list[tuple[str, str]]) -> dict[str, Any] | None:
     return {"role": "system", "content": "\n".join(lines)}
 
 
-def model_messages(
-    messages: list[InputMessage], context: list[tuple[str, str]]
-) -> list[dict[str, Any]]:
-    """OpenAI chat messages for the thread: tool calls folded into their assistant message.
+# Instructions at a history's head (v1 sends its instructions first, under a fresh id with
+# every request): converted apart, so that the rest of the history is the one kept before.
+_INSTRUCTION_ROLES = ("system", "developer")
 
-    Tool results without a matching tool call are dropped (the model API rejects them), and a
-    repeated result for the same call is sent once, with the latest content.
-    """
-    out: list[dict[str, Any]] = []
-    context_message = _context_message(context)
-    if context_message is not None:
-        out.append(context_message)
 
-    calls_by_parent: dict[str, dict[str, Any]] = {}
-    known_calls: set[str] = set()
-    answered: dict[str, dict[str, Any]] = {}
-    for message in messages:
+def _first_input_id(messages: list[Any]) -> str | None:
+    return messages[0].id or None if messages else None
+
+
+@dataclass(frozen=True, slots=True)
+class _Folded:
+    """What converting a history's messages left after them, for the next turn that re-sends
+    the same messages. Shared by every turn that resumes from it, so never changed: an entry a
+    later message completes (an assistant message's next tool call, a call's later result) is
+    copied first. Indices are positions in ``entries``."""
+
+    entries: tuple[dict[str, Any], ...]
+    calls_by_parent: dict[str, int]
+    known_calls: frozenset[str]
+    answered: dict[str, int]
+
+
+_FOLDED: PrefixMemo[_Folded] = PrefixMemo(first_id=_first_input_id)
+
+
+class _Fold:
+    """Converting messages in order, from a kept ``_Folded`` or from nothing."""
+
+    __slots__ = ("answered", "calls_by_parent", "copied", "entries", "known_calls", "shared")
+
+    def __init__(self, kept: _Folded | None) -> None:
+        self.entries: list[dict[str, Any]] = list(kept.entries) if kept else []
+        # Entries below this index are the kept fold's own, changed only as copies.
+        self.shared = len(self.entries)
+        self.copied: set[int] = set()
+        self.calls_by_parent: dict[str, int] = dict(kept.calls_by_parent) if kept else {}
+        self.known_calls: set[str] = set(kept.known_calls) if kept else set()
+        self.answered: dict[str, int] = dict(kept.answered) if kept else {}
+
+    def folded(self) -> _Folded:
+        return _Folded(
+            entries=tuple(self.entries),
+            calls_by_parent=self.calls_by_parent,
+            known_calls=frozenset(self.known_calls),
+            answered=self.answered,
+        )
+
+    def _to_change(self, index: int) -> dict[str, Any]:
+        """The entry at ``index``, to change: a kept one is copied (once) first."""
+        entry = self.entries[index]
+        if index < self.shared and index not in self.copied:
+            entry = dict(entry)
+            if "tool_calls" in entry:
+                entry["tool_calls"] = list(entry["tool_calls"])
+            self.entries[index] = entry
+            self.copied.add(index)
+        return entry
+
+    def add(self, message: InputMessage) -> None:
+        entries = self.entries
         if message.kind == "text":
-            entry: dict[str, Any] = {"role": message.role or "user", "content": message.content}
-            out.append(entry)
+            entries.append({"role": message.role or "user", "content": message.content})
             if message.role == "assistant":
-                calls_by_parent[message.id] = entry
+                self.calls_by_parent[message.id] = len(entries) - 1
         elif message.kind == "action_execution":
             call = {
                 "id": message.id,
@@ -49,39 +93,38 @@ def model_messages(
                     "arguments": orjson.dumps(message.arguments or {}).decode(),
                 },
             }
-            known_calls.add(message.id)
+            self.known_calls.add(message.id)
             parent = (
-                calls_by_parent.get(message.parent_message_id)
+                self.calls_by_parent.get(message.parent_message_id)
                 if message.parent_message_id
                 else None
             )
             if (
                 parent is None
-                and out
-                and out[-1].get("role") == "assistant"
-                and "tool_calls" in out[-1]
+                and entries
+                and entries[-1].get("role") == "assistant"
+                and "tool_calls" in entries[-1]
             ):
-                parent = out[-1]
+                parent = len(entries) - 1
             if parent is None:
-                parent = {"role": "assistant", "content": None}
-                out.append(parent)
+                entries.append({"role": "assistant", "content": None})
+                parent = len(entries) - 1
                 if message.parent_message_id:
-                    calls_by_parent[message.parent_message_id] = parent
-            parent.setdefault("tool_calls", []).append(call)
+                    self.calls_by_parent[message.parent_message_id] = parent
+            self._to_change(parent).setdefault("tool_calls", []).append(call)
         elif message.kind == "result":
             call_id = message.action_execution_id
-            if call_id not in known_calls:
-                continue
-            if call_id in answered:
+            if call_id not in self.known_calls:
+                return
+            if call_id in self.answered:
                 # A later result for the same call wins: after an approval, the action's own
                 # result follows the client's decision.
-                answered[call_id]["content"] = message.result
-                continue
-            entry = {"role": "tool", "tool_call_id": call_id, "content": message.result}
-            answered[call_id] = entry
-            out.append(entry)
+                self._to_change(self.answered[call_id])["content"] = message.result
+                return
+            entries.append({"role": "tool", "tool_call_id": call_id, "content": message.result})
+            self.answered[call_id] = len(entries) - 1
         elif message.kind == "image":
-            out.append(
+            entries.append(
                 {
                     "role": message.role or "user",
                     "content": [
@@ -96,8 +139,46 @@ def model_messages(
                 }
             )
         # Agent state messages are the frontend's view of an agent; the model never sees them.
+
+
+def model_messages(
+    messages: list[InputMessage], context: list[tuple[str, str]]
+) -> list[dict[str, Any]]:
+    """OpenAI chat messages for the thread: tool calls folded into their assistant message.
+
+    Tool results without a matching tool call are dropped (the model API rejects them), and a
+    repeated result for the same call is sent once, with the latest content.
+
+    A history re-sent with the next turn comes back as the same message objects
+    (events/recent.py): the conversion resumes after the messages the last turn converted. The
+    entries returned may be shared with later turns: callers must not change them.
+    """
+    head: list[dict[str, Any]] = []
+    context_message = _context_message(context)
+    if context_message is not None:
+        head.append(context_message)
+    lead = 0
+    while (
+        lead < len(messages)
+        and messages[lead].kind == "text"
+        and messages[lead].role in _INSTRUCTION_ROLES
+    ):
+        head.append({"role": messages[lead].role, "content": messages[lead].content})
+        lead += 1
+    rest = messages[lead:] if lead else messages
+    done, kept = _FOLDED.resume(rest)
+    fold = _Fold(kept)
+    for message in rest[done:]:
+        fold.add(message)
+    folded = fold.folded()
+    # A message without an id gets one when stored: a fold over it is never reused.
+    if all(message.id for message in rest[done:]):
+        _FOLDED.keep(rest, folded)
+    entries = folded.entries
     # Without tool calls there is nothing to drop (a text-only thread skips a second pass).
-    return _without_unanswered_calls(out) if known_calls else out
+    if fold.known_calls:
+        return [*head, *_without_unanswered_calls(list(entries))]
+    return [*head, *entries]
 
 
 def _without_unanswered_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -184,21 +184,27 @@ class PrefixMemo(Generic[State]):
     A history re-sent unchanged comes back as the same objects (``ResentHistories`` in
     copilot_runtime/http/resent.py, then ``Recent``), so a pass that only depends on the
     messages before each one (converting them in order) resumes where the last one stopped:
-    its cost is the new messages', not the thread's. Keyed by the first message's id; the
-    messages are compared by identity (one C step each), never by value. The state is shared
-    by every resumption: its users copy what they change. Bounded with ``Recent`` by the
-    REMEMBERED_MESSAGES setting, in messages.
+    its cost is the new messages', not the thread's. Keyed by the first message's id
+    (``first_id``: of a raw message by default); the messages are compared by identity (one C
+    step each), never by value. The state is shared by every resumption: its users copy what
+    they change. Bounded with ``Recent`` by the REMEMBERED_MESSAGES setting, in messages.
     """
 
-    def __init__(self, store: RecentStore = MESSAGES) -> None:
+    def __init__(
+        self,
+        store: RecentStore = MESSAGES,
+        *,
+        first_id: Callable[[list[Any]], str | None] | None = None,
+    ) -> None:
         self.store = store
+        self._first_id = first_id or _first_id
         self._kept: OrderedDict[str, tuple[list[Any], State]] = OrderedDict()
         self._count = 0
 
     def resume(self, messages: list[Any]) -> tuple[int, State | None]:
         """How many first messages of ``messages`` are those of the history kept under the
         same first id, and the state after them (0 and None: none)."""
-        key = _first_id(messages)
+        key = self._first_id(messages)
         if key is None:
             return 0, None
         seen = self._kept.get(key)
@@ -212,7 +218,7 @@ class PrefixMemo(Generic[State]):
 
     def keep(self, messages: list[Any], state: State) -> None:
         """``state`` is what the pass left after all of ``messages``."""
-        key = _first_id(messages)
+        key = self._first_id(messages)
         if key is None or len(messages) > self.store.size:
             return
         old = self._kept.pop(key, None)

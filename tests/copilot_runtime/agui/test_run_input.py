@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import orjson
@@ -15,6 +16,7 @@ from copilot_runtime.agui.run_input import (
     run_input_parse,
     turn_request_from_run_input,
 )
+from copilot_runtime.events.recent import PrefixMemo
 from copilot_runtime.events.request import InputMessage
 
 
@@ -333,6 +335,97 @@ def test_the_echo_keeps_what_is_new_to_the_thread_and_what_it_does_not_store() -
 
     assert [m["id"] for m in echoed["messages"]] == ["sys", "a-empty", "a-calls", "t-new", "u-new"]
     assert echoed_input(raw, [m["id"] for m in messages] + ["call-9"]) is raw
+
+
+def _grown(rng: random.Random, messages: list[dict[str, Any]], count: int) -> list[str]:
+    """``count`` more messages of every role and shape the echo tells apart; the ids the
+    thread would store for them."""
+    stored: list[str] = []
+    for _ in range(count):
+        n = len(messages)
+        choice = rng.randrange(7)
+        if choice == 0:
+            message = {"id": f"u{n}", "role": "user", "content": "q"}
+        elif choice == 1:
+            message = {"id": f"a{n}", "role": "assistant", "content": rng.choice(["", "a"])}
+        elif choice == 2:
+            calls = [
+                {"id": f"c{n}-{k}", "type": "function", "function": {"name": "f", "arguments": ""}}
+                for k in range(rng.randrange(1, 3))
+            ]
+            message = {"id": f"a{n}", "role": "assistant", "content": "", "toolCalls": calls}
+        elif choice == 3:
+            message = {"id": f"t{n}", "role": "tool", "toolCallId": f"c{n - 1}-0", "content": "r"}
+        elif choice == 4:
+            message = {"id": f"s{n}", "role": rng.choice(["system", "developer"]), "content": "s"}
+        elif choice == 5:
+            message = {"id": f"x{n}", "role": "activity", "activityType": "a", "content": {}}
+        else:
+            # An id used before (a client repeating itself): never kept for the next turn.
+            message = {"id": rng.choice(messages)["id"] if messages else "u0", "role": "user"}
+            message["content"] = "again"
+        messages.append(message)
+        stored.extend(run_input._stored_ids(message))
+    return stored
+
+
+def _echo_from_scratch(
+    monkeypatch: pytest.MonkeyPatch, raw: dict[str, Any], new: list[str]
+) -> dict[str, Any]:
+    with monkeypatch.context() as scratch:
+        scratch.setattr(run_input, "_ECHOES", PrefixMemo(first_id=lambda _: None))
+        return echoed_input(raw, new)
+
+
+def test_the_echo_of_a_growing_history_is_the_one_made_from_scratch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    resumed: list[int] = []
+    resume = run_input._ECHOES.resume
+
+    def counting(messages: list[Any]) -> Any:
+        done, kept = resume(messages)
+        resumed.append(done)
+        return done, kept
+
+    monkeypatch.setattr(run_input._ECHOES, "resume", counting)
+    expected: list[bool] = []
+    for seed in range(60):
+        rng = random.Random(seed)
+        messages: list[dict[str, Any]] = []
+        stored: list[str] = []
+        kept = False
+        for _turn in range(10):
+            # Resumed once an earlier turn's history named no stored row twice (kept then).
+            expected.append(kept)
+            added = _grown(rng, messages, rng.randrange(1, 4))
+            stored += added
+            kept = kept or len(set(stored)) == len(stored)
+            # New to the thread: mostly this turn's messages, sometimes earlier ones too (a
+            # message stored again after a failed turn, or after it was superseded).
+            earlier = rng.sample(stored, min(2, len(stored)))
+            new = added + [i for i in earlier if rng.random() < 0.3]
+            raw = body(messages=list(messages))
+            echoed = echoed_input(raw, new)
+            from_scratch = _echo_from_scratch(monkeypatch, raw, new)
+            assert echoed == from_scratch, seed
+            assert (echoed is raw) == (from_scratch is raw)
+    assert [done > 0 for done in resumed] == expected
+    assert expected.count(True) > 300
+    # Not only the first turns': the echo is decided from the history's ids all along.
+    assert max(resumed) > 20
+
+
+def test_a_history_with_an_id_used_twice_is_decided_whole_the_next_time() -> None:
+    messages = [
+        {"id": "d-1", "role": "user", "content": "hi"},
+        {"id": "d-1", "role": "user", "content": "hi again"},
+    ]
+    echoed_input(body(messages=messages), ["d-1"])
+    assert run_input._ECHOES.resume(messages) == (0, None)
+    unique = [{"id": "e-1", "role": "user", "content": "hi"}]
+    echoed_input(body(messages=unique), ["e-1"])
+    assert run_input._ECHOES.resume(unique)[0] == 1
 
 
 def _history(thread: str, count: int) -> list[dict[str, Any]]:

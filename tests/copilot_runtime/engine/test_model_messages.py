@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from copilot_runtime.engine.model_messages import model_messages
+import copy
+import random
+from typing import Any
+
+import pytest
+
+from copilot_runtime.engine import model_messages as model_messages_module
+from copilot_runtime.engine.model_messages import _FOLDED, _Fold, model_messages
+from copilot_runtime.events.recent import PrefixMemo
 from copilot_runtime.events.request import InputMessage
 
 
@@ -82,3 +90,132 @@ def test_images_become_image_url_parts() -> None:
     image = InputMessage(id="i", kind="image", role="user", image_format="png", image_bytes="AAA")
     out = model_messages([image], [])
     assert out[0]["content"][0]["image_url"]["url"] == "data:image/png;base64,AAA"
+
+
+# --- a history re-sent with the next turn ------------------------------------------------------
+
+
+def _image(message_id: str) -> InputMessage:
+    return InputMessage(
+        id=message_id, kind="image", role="user", image_format="png", image_bytes="AA"
+    )
+
+
+def _grow(rng: random.Random, history: list[InputMessage], count: int) -> None:
+    """``count`` more messages of every kind the conversion folds: texts, tool calls under
+    their assistant message, under none or under an unknown one, results (some repeated, some
+    for no call), images, instructions in the middle."""
+    for _ in range(count):
+        n = len(history)
+        calls = [m.id for m in history if m.kind == "action_execution"]
+        assistants = [m.id for m in history if m.kind == "text" and m.role == "assistant"]
+        choice = rng.randrange(9)
+        if choice == 0:
+            history.append(_text(f"u{n}", "user", f"question {n}"))
+        elif choice == 1:
+            history.append(_text(f"a{n}", "assistant", f"answer {n}"))
+        elif choice == 2 and assistants:
+            history.append(_call(f"c{n}", rng.choice(assistants)))  # under an earlier message
+        elif choice == 3:
+            history.append(_call(f"c{n}", ""))  # under the last assistant message, or a new one
+        elif choice == 4:
+            history.append(_call(f"c{n}", f"unknown{n}"))
+        elif choice == 5 and calls:
+            history.append(_result(rng.choice(calls), f"result {n}"))  # repeated ones win
+        elif choice == 6:
+            history.append(_result(f"none{n}"))  # no such call: dropped
+        elif choice == 7:
+            history.append(_image(f"i{n}"))
+        else:
+            history.append(_text(f"s{n}", "system", f"note {n}"))
+
+
+def _from_scratch(
+    monkeypatch: pytest.MonkeyPatch, history: list[InputMessage]
+) -> list[dict[str, Any]]:
+    """The conversion of ``history`` with nothing kept from earlier turns (and nothing kept
+    from this one)."""
+    with monkeypatch.context() as scratch:
+        scratch.setattr(model_messages_module, "_FOLDED", PrefixMemo(first_id=lambda _: None))
+        return model_messages(history, [("page", "home")])
+
+
+def test_a_growing_history_converts_as_a_fresh_one_at_every_turn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    resumed = []
+    resume = model_messages_module._FOLDED.resume
+
+    def counting(messages: list[Any]) -> Any:
+        done, kept = resume(messages)
+        resumed.append(done)
+        return done, kept
+
+    monkeypatch.setattr(model_messages_module._FOLDED, "resume", counting)
+    expected_resumes: list[bool] = []
+    for seed in range(40):
+        rng = random.Random(seed)
+        history = [_text(f"instructions-{seed}", "system", "be brief")]
+        past_instructions = False
+        earlier: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = []
+        for turn in range(12):
+            # v1's instructions come first under a fresh id every request.
+            history[0] = _text(f"instructions-{seed}-{turn}", "system", "be brief")
+            _grow(rng, history, rng.randrange(1, 5))
+            expected_resumes.append(past_instructions)
+            past_instructions = any(m.role != "system" for m in history)
+            out = model_messages(history, [("page", "home")])
+            assert out == _from_scratch(monkeypatch, history), seed
+            earlier.append((out, copy.deepcopy(out)))
+            out.append({"role": "user", "content": "added by the caller"})
+        # No later turn changed what an earlier one returned (entries are copied before a
+        # later message completes them).
+        for returned, as_returned in earlier:
+            assert returned[:-1] == as_returned
+    # Every turn resumed after the messages of the one before, once there were any past the
+    # leading instructions.
+    assert [done > 0 for done in resumed] == expected_resumes
+
+
+def test_a_re_sent_history_converts_only_its_new_messages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    added: list[str] = []
+    add = _Fold.add
+
+    def counting(self: _Fold, message: InputMessage) -> None:
+        added.append(message.id)
+        add(self, message)
+
+    monkeypatch.setattr(_Fold, "add", counting)
+    history = [_text("r-u0", "user", "hi"), _text("r-a0", "assistant", "hello")]
+    for n in range(1, 60):
+        history += [_text(f"r-u{n}", "user", "more"), _text(f"r-a{n}", "assistant", "sure")]
+    model_messages(history, [])
+    added.clear()
+    history += [
+        _text("r-u-new", "user", "and?"),
+        _call("r-c-new", "r-a59"),
+        _result("r-c-new"),
+    ]
+    out = model_messages([_text("fresh-instructions", "system", "x"), *history], [])
+    assert added == ["r-u-new", "r-c-new", "result-r-c-new"]
+    assert out[-2:] == [
+        {"role": "user", "content": "and?"},
+        {"role": "tool", "tool_call_id": "r-c-new", "content": "ok"},
+    ]
+    # The call under an earlier message went into a copy of that message's entry.
+    calls = out[-3]["tool_calls"]
+    assert isinstance(calls, list) and [call["id"] for call in calls] == ["r-c-new"]
+    added.clear()
+    model_messages([*history], [])
+    assert added == []
+
+
+def test_a_history_with_a_message_without_id_is_converted_whole_next_time() -> None:
+    history = [_text("w-u0", "user", "hi"), _text("", "assistant", "no id yet")]
+    model_messages(history, [])
+    history[1].id = "w-stored"  # named when stored
+    history.append(_text("w-u1", "user", "again"))
+    done, _kept = _FOLDED.resume(history)
+    assert done == 0
