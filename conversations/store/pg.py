@@ -214,13 +214,17 @@ class PgTurnStore:
         now = timezone.now()
         user = turn.user
         owner_id = user.pk if user.is_authenticated else None
-        history = [
-            m for m in turn.messages if not (m.kind == "text" and m.role in _NOT_STORED_ROLES)
-        ]
-        for message in history:
+        # One pass over the history (it grows with the thread): the stored kinds, each id's
+        # first message (a client repeating an id stores it once), in order.
+        first_of: dict[str, Any] = {}
+        for message in turn.messages:
+            if message.kind == "text" and message.role in _NOT_STORED_ROLES:
+                continue
             if not message.id:  # a client may omit ids; never store a null one
                 message.id = f"ck-{uuid.uuid4()}"
-        incoming = list(dict.fromkeys(m.id for m in history))
+            if message.id not in first_of:
+                first_of[message.id] = message
+        incoming = list(first_of)
         async with await self._connection() as conn:
             cur = conn.cursor()
             # Statement 1: everything the turn needs to know; the thread is created on first
@@ -272,11 +276,12 @@ class PgTurnStore:
             # all of them only runs a superseding that finds nothing: never one skipped.
             current_at_most = last + 1 - set_aside
             await _supersede(cur, thread_pk, incoming, current_sent, restore or (), current_at_most)
-            rows = _new_message_rows(history, set(missing or ()), last, now)
+            rows = _new_message_rows(first_of, missing or (), last, now)
             new_title = ""
             if not title:
                 first_user = next(
-                    (m for m in history if m.kind == "text" and m.role == "user"), None
+                    (m for m in first_of.values() if m.kind == "text" and m.role == "user"),
+                    None,
                 )
                 if first_user is not None and first_user.content.strip():
                     new_title = title_from_text(first_user.content)
@@ -546,15 +551,24 @@ async def _supersede(
 
 
 def _new_message_rows(
-    history: list[Any], missing: set[str], last_position: int, now: dt.datetime
+    first_of: dict[str, Any], missing: Sequence[str], last_position: int, now: dt.datetime
 ) -> list[tuple[Any, ...]]:
-    """Rows for the messages of ``history`` the thread does not hold yet (``missing``)."""
+    """Rows for the messages the thread does not hold yet (``missing``, ids of ``first_of``'s
+    messages, which are in the history's order), after ``last_position``. Only the missing
+    ones are looked at: a continued thread's history is mostly stored already."""
+    wanted = set(missing)
+    found: list[Any] = []
+    if wanted:
+        # From the end, where a continued thread's new messages are, to the earliest missing.
+        for message_id in reversed(first_of):
+            if message_id in wanted:
+                found.append(first_of[message_id])
+                if len(found) == len(wanted):
+                    break
+        found.reverse()
     rows = []
     position = last_position
-    for m in history:
-        if m.id not in missing:
-            continue
-        missing.discard(m.id)  # a client repeating an id stores it once
+    for m in found:
         position += 1
         arguments = m.agent_state if m.kind == MessageKind.AGENT_STATE else m.arguments
         rows.append(

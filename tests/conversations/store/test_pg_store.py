@@ -186,6 +186,37 @@ async def test_a_growing_history_appends_only_the_new_messages(pg: PgTurnStore) 
     assert [row[0] for row in sql] == [0, 1, 2, 3, 4]
 
 
+async def test_new_messages_among_stored_ones_and_repeated_ids_are_stored_like_the_orm(
+    pg: PgTurnStore,
+) -> None:
+    # New messages before, between and after stored ones take the next positions in the
+    # history's order; an id the request repeats is stored once, as its first message.
+    first = history("one", "two")
+    later = [
+        text("sys", "system", "You are helpful."),
+        text("before", "user", "inserted first"),
+        text("m0", "user", "one"),
+        text("between", "assistant", "inserted between"),
+        text("m1", "assistant", "two"),
+        text("after", "user", "three"),
+        text("between", "assistant", "a repeat of an id"),
+        text("last", "assistant", "four"),
+    ]
+    await both(pg, [first, later])
+
+    sql = await sync_to_async(messages_of)("t-sql")
+    assert sql == await sync_to_async(messages_of)("t-orm")
+    assert [(row[0], row[1]) for row in sql] == [
+        (0, "m0"),
+        (1, "m1"),
+        (2, "before"),
+        (3, "between"),
+        (4, "after"),
+        (5, "last"),
+    ]
+    assert next(row for row in sql if row[1] == "between")[4] == "inserted between"
+
+
 async def test_a_diverging_history_supersedes_and_restores_like_the_orm(pg: PgTurnStore) -> None:
     edited = history("one", "two")
     edited[-1] = text("m1-edit", "assistant", "two, regenerated")
