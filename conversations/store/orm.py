@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import datetime as dt
 import functools
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -34,7 +33,14 @@ from conversations.services.runs import (
 )
 from conversations.services.threads import thread_get_or_create_for_turn
 from conversations.store import spans
-from conversations.store.types import PreparedTurn, Progress, Reap, SpanWrite, TurnRecord
+from conversations.store.types import (
+    PreparedTurn,
+    Progress,
+    Reap,
+    RunProgress,
+    SpanWrite,
+    TurnRecord,
+)
 
 T = TypeVar("T")
 
@@ -106,6 +112,28 @@ def _record(*, run_id: str, progress: Progress) -> None:
         spans.spans_store(run_id=run_id, trace=progress.trace)
 
 
+def _logged_only(progress: Progress) -> bool:
+    return not (progress.messages or progress.agent_states or progress.outcome or progress.trace)
+
+
+@transaction.atomic
+def _record_many(*, entries: Sequence[RunProgress]) -> None:
+    # The runs' log entries alone (their mid-run batches) in one bulk insert.
+    logs = [entry for entry in entries if _logged_only(entry.progress)]
+    if logs:
+        runs_log_batches(
+            batches=[(entry.run_id, entry.progress.events) for entry in logs],
+            first_tokens=[
+                (entry.run_id, entry.progress.first_token_at)
+                for entry in logs
+                if entry.progress.first_token_at is not None
+            ],
+        )
+    for entry in entries:
+        if not _logged_only(entry.progress):
+            _record(run_id=entry.run_id, progress=entry.progress)
+
+
 class OrmTurnStore:
     async def prepare(self, *, turn: TurnRecord, reap: Reap) -> PreparedTurn:
         return await on_store_thread(turn_record, turn=turn, reap=reap)
@@ -114,15 +142,10 @@ class OrmTurnStore:
         return await on_store_thread(run_mark_running, run_id=run_id, model=model)
 
     async def record(self, *, run_id: str, thread_pk: int | None, progress: Progress) -> None:
-        await on_store_thread(_record, run_id=run_id, progress=progress)
+        await self.record_many(entries=[RunProgress(run_id, thread_pk, progress)])
 
-    async def record_logs(
-        self,
-        *,
-        batches: Sequence[tuple[str, list[LoggedEvent]]],
-        first_tokens: Sequence[tuple[str, dt.datetime]] = (),
-    ) -> None:
-        await on_store_thread(runs_log_batches, batches=batches, first_tokens=first_tokens)
+    async def record_many(self, *, entries: Sequence[RunProgress]) -> None:
+        await on_store_thread(_record_many, entries=entries)
 
     async def heartbeats(self, *, run_ids: list[str]) -> set[str]:
         return await on_store_thread(run_heartbeats, run_ids=run_ids)

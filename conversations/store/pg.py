@@ -6,10 +6,9 @@ The only raw SQL of the app, kept in this module and tested against the ORM
 
 - prepare: one transaction of a few statements (thread upsert and lock, busy check, a lookup of
   only the message ids the request carries, the run, the new messages, the latest state);
-- each log batch: one statement (events, finished messages, states, the run's end); the
-  event-only batches that the runs of one event loop flush at the same moment, with the first
-  tokens' times of those executed inline: one statement;
-- the spans: one transaction at the end.
+- what a run writes as it goes (events, finished messages, states, the first token's time,
+  its end with its spans): one statement for all the runs of an event loop that hand theirs
+  over at about the same moment (``pg_progress.py``).
 
 A connection is held only while those statements run, never while the model streams, so the
 pool's size bounds concurrent statements, not concurrent conversations.
@@ -39,9 +38,16 @@ from conversations.models import MessageKind, RunStatus, ThreadStatus
 from conversations.services.messages import _NOT_STORED_ROLES
 from conversations.services.runs import LoggedEvent, ThreadBusy
 from conversations.services.threads import ThreadNotAvailable, title_from_text
+from conversations.store.pg_progress import progress_statement
 from conversations.store.pool import TurnPool
-from conversations.store.spans import span_time
-from conversations.store.types import PreparedTurn, Progress, Reap, SpanWrite, TurnRecord
+from conversations.store.types import (
+    PreparedTurn,
+    Progress,
+    Reap,
+    RunProgress,
+    SpanWrite,
+    TurnRecord,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -355,112 +361,14 @@ class PgTurnStore:
         return {run_id for run_id, cancel_requested in rows or () if cancel_requested}
 
     async def record(self, *, run_id: str, thread_pk: int | None, progress: Progress) -> None:
-        """One batch as ONE statement (atomic by itself): the log, finished messages, states,
-        the first token's time, the run's end and its spans."""
-        now = timezone.now()
-        trace = progress.trace
-        outcome = progress.outcome
-        parts: list[str] = []
-        params: list[Any] = []
-        thread = (
-            "%s::bigint"
-            if thread_pk is not None
-            else f"(SELECT thread_id FROM {RUN} WHERE id = %s)"
-        )
-        thread_param: Any = thread_pk if thread_pk is not None else run_id
-        if progress.events:
-            parts.append(_INSERT_EVENTS)
-            params += [run_id, now, _rows([(e.seq, e.type, e.payload) for e in progress.events])]
-        if progress.messages:
-            position = progress.first_position
-            if position is None:
-                parts.append(_INSERT_OUTPUT_AFTER_LAST.replace("{thread}", thread))
-                params += [thread_param, thread_param]
-                position = 0
-            else:
-                parts.append(_INSERT_OUTPUT.replace("{thread}", thread))
-                params += [thread_param]
-            params += [
-                run_id,
-                _rows([_output_row(m, position + i) for i, m in enumerate(progress.messages)]),
-            ]
-        if progress.agent_states:
-            parts.append(_INSERT_STATES.replace("{thread}", thread))
-            params += [
-                thread_param,
-                now,
-                _rows(
-                    [
-                        (
-                            s["agent_name"],
-                            s["state"],
-                            s["node_name"],
-                            s["run_id"],
-                            s["active"],
-                            s["running"],
-                        )
-                        for s in progress.agent_states
-                    ]
-                ),
-            ]
-        if progress.first_token_at is not None and outcome is None:
-            parts.append(f"UPDATE {RUN} SET first_token_at = %s WHERE id = %s")
-            params += [progress.first_token_at, run_id]
-        if outcome is not None:
-            status = str(outcome.status)
-            if status == RunStatus.INTERRUPTED or (
-                progress.interrupted and status == RunStatus.SUCCEEDED
-            ):
-                status, thread_status = str(RunStatus.INTERRUPTED), str(ThreadStatus.INTERRUPTED)
-            else:
-                thread_status = str(ThreadStatus.IDLE)
-            usage = outcome.usage
-            parts.append(_FINISH_RUN)
-            params += [
-                status,
-                outcome.error_code,
-                _json(outcome.error_details),
-                now,
-                usage.input_tokens,
-                usage.output_tokens,
-                usage.cached_input_tokens,
-                usage.reasoning_tokens,
-                _json(outcome.limit_trips or None),
-                outcome.model,
-                outcome.model,
-                trace.cost if trace is not None else None,
-                progress.first_token_at,
-                run_id,
-            ]
-            parts.append(_FINISH_THREAD.replace("{thread}", thread))
-            params += [thread_status, now, thread_param]
-        elif trace is not None and trace.cost is not None:
-            parts.append(f"UPDATE {RUN} SET cost = %s WHERE id = %s")
-            params += [trace.cost, run_id]
-        if trace is not None and trace.persist_spans and trace.records:
-            parts.append(_INSERT_SPANS)
-            params += [trace.trace_id, run_id, _rows([_span_row(r) for r in trace.records])]
-        if not parts:
-            return
-        await self._execute(_as_one_statement(parts), params, fetch=False)
+        await self.record_many(entries=[RunProgress(run_id, thread_pk, progress)])
 
-    async def record_logs(
-        self,
-        *,
-        batches: Sequence[tuple[str, list[LoggedEvent]]],
-        first_tokens: Sequence[tuple[str, dt.datetime]] = (),
-    ) -> None:
-        rows = [(run_id, e.seq, e.type, e.payload) for run_id, events in batches for e in events]
-        parts: list[str] = []
-        params: list[Any] = []
-        if rows:
-            parts.append(_INSERT_LOGS)
-            params += [timezone.now(), _rows(rows)]
-        if first_tokens:
-            parts.append(_SET_FIRST_TOKENS)
-            params += [[run_id for run_id, _ in first_tokens], [at for _, at in first_tokens]]
-        if parts:
-            await self._execute(_as_one_statement(parts), params, fetch=False)
+    async def record_many(self, *, entries: Sequence[RunProgress]) -> None:
+        """The progress of several runs (at most one entry each) as ONE statement, atomic as
+        a whole: see pg_progress.py."""
+        statement = progress_statement(entries, now=timezone.now(), rows=_rows)
+        if statement is not None:
+            await self._execute(*statement, fetch=False)
 
     async def store_trace(self, *, run_id: str, trace: SpanWrite) -> None:
         await self.record(
@@ -593,42 +501,6 @@ def _new_message_rows(
     return rows
 
 
-def _output_row(m: Any, position: int) -> tuple[Any, ...]:
-    return (
-        position,
-        m.message_id,
-        m.kind,
-        m.role,
-        m.content,
-        m.action_name,
-        m.arguments,
-        m.parent_message_id,
-        m.action_execution_id,
-        m.result,
-        "",
-        "",
-        m.status,
-        m.status_reason,
-        m.created_at,
-    )
-
-
-def _span_row(r: Any) -> tuple[Any, ...]:
-    return (
-        r.span_id,
-        r.parent_span_id,
-        r.kind,
-        r.name[:255],
-        r.input,
-        r.output,
-        r.attributes,
-        r.is_error,
-        r.is_complete,
-        span_time(r.started_at),
-        span_time(r.ended_at),
-    )
-
-
 # --- the statements ---------------------------------------------------------------------------
 
 _RACED = frozenset({"run_one_active_per_thread", "message_unique_id", "message_unique_position"})
@@ -703,54 +575,3 @@ UPDATE {THREAD} SET status = %s, updated_at = %s,
     title = CASE WHEN %s <> '' THEN %s ELSE title END
 WHERE id = %s
 """
-
-_INSERT_EVENTS = (
-    f"INSERT INTO {RUN_EVENT} (run_id, seq, type, payload, created_at)"
-    " SELECT %s, (e->>0)::int, e->>1, e->2, %s FROM jsonb_array_elements(%s::jsonb) e"
-)
-# Several runs' entries: each row names its run.
-_INSERT_LOGS = (
-    f"INSERT INTO {RUN_EVENT} (run_id, seq, type, payload, created_at)"
-    " SELECT e->>0, (e->>1)::int, e->>2, e->3, %s FROM jsonb_array_elements(%s::jsonb) e"
-)
-_SET_FIRST_TOKENS = (
-    f"UPDATE {RUN} r SET first_token_at = v.at"
-    " FROM unnest(%s::text[], %s::timestamptz[]) AS v(id, at) WHERE r.id = v.id"
-)
-_INSERT_OUTPUT = (
-    f"INSERT INTO {MESSAGE} ({_MESSAGE_COLUMNS}) SELECT {{thread}},"
-    f" {_MESSAGE_VALUES.format(offset=0)} FROM jsonb_array_elements(%s::jsonb) e"
-    # Idempotent on the message id: a redelivered run stores nothing twice.
-    " ON CONFLICT (thread_id, message_id) DO NOTHING"
-)
-_INSERT_OUTPUT_AFTER_LAST = (
-    f"INSERT INTO {MESSAGE} ({_MESSAGE_COLUMNS}) SELECT {{thread}},"
-    + _MESSAGE_VALUES.format(
-        offset=f"(SELECT coalesce(max(position), -1) + 1 FROM {MESSAGE}"
-        " WHERE thread_id = {thread})"
-    )
-    + " FROM jsonb_array_elements(%s::jsonb) e ON CONFLICT (thread_id, message_id) DO NOTHING"
-)
-_INSERT_STATES = (
-    f"INSERT INTO {AGENT_STATE} (thread_id, agent_name, state, config, node_name, run_id,"
-    " active, running, created_at) SELECT {thread}, e->>0, e->1, '{}'::jsonb, e->>2, e->>3,"
-    " (e->>4)::boolean, (e->>5)::boolean, %s FROM jsonb_array_elements(%s::jsonb) e"
-)
-_FINISH_RUN = (
-    f"UPDATE {RUN} SET status = %s, error_code = %s, error_details = %s, finished_at = %s,"
-    " input_tokens = input_tokens + %s, output_tokens = output_tokens + %s,"
-    " cached_input_tokens = cached_input_tokens + %s,"
-    " reasoning_tokens = reasoning_tokens + %s,"
-    " limit_trips = coalesce(%s::jsonb, limit_trips),"
-    " model = CASE WHEN %s::text <> '' THEN %s::text ELSE model END,"
-    " cost = coalesce(%s::numeric, cost),"
-    " first_token_at = coalesce(%s::timestamptz, first_token_at) WHERE id = %s"
-)
-_FINISH_THREAD = f"UPDATE {THREAD} SET status = %s, updated_at = %s WHERE id = {{thread}}"
-_INSERT_SPANS = (
-    f"INSERT INTO {SPAN} (trace_id, run_id, span_id, parent_span_id, kind, name, input, output,"
-    " attributes, is_error, is_complete, started_at, ended_at)"
-    " SELECT %s, %s, e->>0, e->>1, e->>2, e->>3, NULLIF(e->4, 'null'::jsonb),"
-    " NULLIF(e->5, 'null'::jsonb), e->6, (e->>7)::boolean, (e->>8)::boolean,"
-    " (e->>9)::timestamptz, (e->>10)::timestamptz FROM jsonb_array_elements(%s::jsonb) e"
-)

@@ -7,7 +7,7 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
@@ -82,6 +82,13 @@ class Progress:
     trace: SpanWrite | None = None
 
 
+class RunProgress(NamedTuple):
+    run_id: str
+    # The run's thread, when the writer knows it (None: looked up from the run).
+    thread_pk: int | None
+    progress: Progress
+
+
 @dataclass(slots=True)
 class SpanWrite:
     trace_id: str
@@ -100,17 +107,13 @@ class TurnStore(Protocol):
 
     async def mark_running(self, *, run_id: str, model: str) -> bool: ...
 
-    async def record(self, *, run_id: str, thread_pk: int | None, progress: Progress) -> None: ...
+    async def record(self, *, run_id: str, thread_pk: int | None, progress: Progress) -> None:
+        """One run's next progress (``record_many`` of one entry)."""
+        ...
 
-    async def record_logs(
-        self,
-        *,
-        batches: Sequence[tuple[str, list[LoggedEvent]]],
-        first_tokens: Sequence[tuple[str, dt.datetime]] = (),
-    ) -> None:
-        """The next log entries of several runs in one statement (the mid-run batches of the
-        runs one event loop executes), and the times of those runs' first tokens given, atomic
-        as a whole."""
+    async def record_many(self, *, entries: Sequence[RunProgress]) -> None:
+        """The next progress of several runs (at most one entry each), atomic as a whole: what
+        the runs one event loop executes hand over at about the same moment."""
         ...
 
     async def heartbeats(self, *, run_ids: list[str]) -> set[str]:

@@ -147,29 +147,6 @@ class _Flusher:
             first_position=first_position,
             trace=trace,
         )
-        if (
-            outcome is None
-            and trace is None
-            and not self._unwritten
-            and not batch.messages
-            and not batch.agent_states
-            and (batch.first_token_at is None or not self._first_token_at_once)
-        ):
-            # The common batch while the model streams (events only): logged and announced with
-            # the batches the loop's other runs flush at the same moment. Inline, the first
-            # token's time goes with them too. Relayed, the first token is written at once and
-            # on its own: queued behind the loop's write in flight, it would reach the
-            # followers that much later.
-            try:
-                await log_writer_for_loop().write(
-                    run_id=self._recorder.run_id,
-                    events=batch.events,
-                    first_token_at=batch.first_token_at,
-                )
-            except Exception:
-                self._unwritten.append(progress)
-                raise
-            return  # logged and announced
         # Earlier batches whose write failed go first, so the log stays in order.
         while self._unwritten:
             await self._store.record(
@@ -178,10 +155,21 @@ class _Flusher:
                 progress=self._unwritten[0],
             )
             await announce_batch(self._recorder.run_id, self._unwritten.pop(0).events)
+        # Relayed, the first token is written at once and on its own: queued behind the
+        # loop's write in flight, it would reach the followers that much later. Everything
+        # else (inline, the first token's time too) is written and announced with what the
+        # loop's other runs hand over meanwhile.
+        alone = self._first_token_at_once and batch.first_token_at is not None
         try:
-            await self._store.record(
-                run_id=self._recorder.run_id, thread_pk=self._thread_pk, progress=progress
-            )
+            if alone:
+                await self._store.record(
+                    run_id=self._recorder.run_id, thread_pk=self._thread_pk, progress=progress
+                )
+            else:
+                await log_writer_for_loop().write(
+                    run_id=self._recorder.run_id, thread_pk=self._thread_pk, progress=progress
+                )
+                return  # written and announced
         except Exception:
             if trace is None:
                 if outcome is None:

@@ -1,34 +1,34 @@
-"""The mid-run log batches of every run on an event loop, written together.
+"""What the runs of an event loop write as they go, written together.
 
 While a model streams, each run's flusher logs its new events every ``EVENT_FLUSH_MS`` (30 ms
 while a worker relays the run, 250 ms inline). Written one run at a time, fifty streams on a
 worker made about 1,650 statements a second, and each statement's round trip cost that
 worker's one event loop more than the model's tokens did (py-spy). Flushers wake on a common
-grid of their interval instead (``next_flush_at``), and the event-only batches handed over in
-the same turn of the loop, or while the previous write was in flight, go to the database as
-one statement, and to the channel layer as one round trip (``announce_batches``).
+grid of their interval instead (``next_flush_at``), and the batches handed over in the same
+turn of the loop, or while the previous write was in flight, go to the database as one
+statement, and to the channel layer as one round trip (``announce_batches``).
 
 A run executed where it is streamed (inline) also hands over the time of its first token
-here: its log is not on the stream's way, and the time going with the loop's other batches
-saves every such run a statement of its own: one of the four a run streaming for seconds
-made (its preparation's two, the first token, its end).
+here: its log is not on the stream's way. So does every run its end (its last events, its
+output messages, its spans): under load, the ends of the runs finishing while a write is in
+flight share the next statement, where each was a statement and a round trip of its own (one
+of the three a short turn made: its preparation's two and its end).
 
 A statement for many runs fails for all of them: it is then retried run by run, so that one
 run's bad batch (a run deleted meanwhile) fails that run's flusher alone, which keeps it and
 retries it with its next write, as it does any failed write.
 
-    await log_writer_for_loop().write(run_id=run_id, events=events)
+    await log_writer_for_loop().write(run_id=run_id, thread_pk=thread_pk, progress=progress)
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import math
 from typing import NamedTuple
 
-from conversations.services.runs import LoggedEvent
 from conversations.store import turn_store
+from conversations.store.types import Progress, RunProgress
 from copilot_runtime.engine.per_loop import PerLoop
 from copilot_runtime.engine.relay import announce_batches
 
@@ -40,9 +40,7 @@ def next_flush_at(*, last_flush: float, interval: float) -> float:
 
 
 class _Handover(NamedTuple):
-    run_id: str
-    events: list[LoggedEvent]
-    first_token_at: dt.datetime | None
+    entry: RunProgress
     done: asyncio.Future[None]
 
 
@@ -55,19 +53,13 @@ class LoopLogWriter:
         self._pending: list[_Handover] = []
         self._task: asyncio.Task[None] | None = None
 
-    async def write(
-        self,
-        *,
-        run_id: str,
-        events: list[LoggedEvent],
-        first_token_at: dt.datetime | None = None,
-    ) -> None:
-        """Log ``events`` of ``run_id`` (the run's next entries), and the time of its first
-        token if given, with the batches the other runs hand over meanwhile; raises what
-        writing them alone raised."""
+    async def write(self, *, run_id: str, thread_pk: int | None, progress: Progress) -> None:
+        """Write ``progress`` of ``run_id`` (its next log entries, and whatever else it
+        carries) with what the other runs hand over meanwhile, then announce its events;
+        raises what writing it alone raised. One write per run at a time (its flusher's)."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
-        self._pending.append(_Handover(run_id, events, first_token_at, done))
+        self._pending.append(_Handover(RunProgress(run_id, thread_pk, progress), done))
         if self._task is None:
             # Its first step comes after the flushers woken in this turn of the loop.
             self._task = loop.create_task(self._drain())
@@ -90,7 +82,7 @@ async def _write(batches: list[_Handover]) -> None:
         # Logged first, announced second: a follower can always catch up from the log.
         await announce_batches(
             [
-                (batch.run_id, batch.events)
+                (batch.entry.run_id, batch.entry.progress.events)
                 for batch, error in zip(batches, outcomes, strict=True)
                 if error is None
             ]
@@ -104,14 +96,7 @@ async def _write(batches: list[_Handover]) -> None:
 
 
 async def _store(batches: list[_Handover]) -> None:
-    await turn_store().record_logs(
-        batches=[(batch.run_id, batch.events) for batch in batches],
-        first_tokens=[
-            (batch.run_id, batch.first_token_at)
-            for batch in batches
-            if batch.first_token_at is not None
-        ],
-    )
+    await turn_store().record_many(entries=[batch.entry for batch in batches])
 
 
 async def _record(batches: list[_Handover]) -> list[BaseException | None]:

@@ -28,7 +28,13 @@ from conversations.services.threads import ThreadNotAvailable
 from conversations.store import pg as pg_store
 from conversations.store.orm import OrmTurnStore
 from conversations.store.pg import POOLS, PgTurnStore
-from conversations.store.types import PreparedTurn, Progress, SpanWrite, TurnRecord
+from conversations.store.types import (
+    PreparedTurn,
+    Progress,
+    RunProgress,
+    SpanWrite,
+    TurnRecord,
+)
 from copilot_runtime.events.request import InputMessage
 from copilot_runtime.tracing.records import SpanRecord
 
@@ -545,70 +551,177 @@ async def test_a_follower_reads_the_same_log_through_either_store(pg: PgTurnStor
     assert [e.seq for e in between] == [2]
 
 
-async def test_several_runs_log_batches_are_written_like_the_orm_writes_them(
-    pg: PgTurnStore,
-) -> None:
+def several_runs_progress(
+    run_ids: list[str], prepared: list[PreparedTurn], first: dt.datetime, trace_id: str
+) -> list[RunProgress]:
+    """What four runs hand over at the same moment: log entries alone, log entries with the
+    first token's time, nothing but that time, and a whole end (messages after the thread's
+    last one, a state, the end interrupted, spans and cost) of a run whose thread is looked up."""
+    end = progress_batches(run_ids[3])[1]
+    # The interrupt's meta event, as the engine logs it (the ORM store reads it).
+    end.events.append(
+        LoggedEvent(seq=4, type="meta_event", payload={"name": "LangGraphInterruptEvent"})
+    )
+    end.trace = SpanWrite(
+        trace_id=trace_id,
+        records=[
+            SpanRecord(
+                key="run",
+                span_id="c" * 16,
+                parent_span_id="",
+                kind="run",
+                name="run",
+                started_at=first.timestamp(),
+                ended_at=first.timestamp() + 2,
+            )
+        ],
+        cost=Decimal("0.25"),
+        persist_spans=True,
+    )
+    return [
+        RunProgress(
+            run_ids[0],
+            prepared[0].thread_pk,
+            Progress(
+                events=[LoggedEvent(seq=1, type="text_start", payload={"message_id": "a"})],
+                messages=[],
+                agent_states=[],
+            ),
+        ),
+        RunProgress(
+            run_ids[1],
+            prepared[1].thread_pk,
+            Progress(
+                events=[
+                    LoggedEvent(seq=4, type="text_delta", payload={"delta": "x y"}),
+                    LoggedEvent(seq=5, type="text_delta", payload={"delta": "é"}),
+                ],
+                messages=[],
+                agent_states=[],
+                first_token_at=first,
+            ),
+        ),
+        RunProgress(
+            run_ids[2],
+            prepared[2].thread_pk,
+            Progress(
+                events=[],
+                messages=[],
+                agent_states=[],
+                first_token_at=first + dt.timedelta(seconds=1),
+            ),
+        ),
+        RunProgress(run_ids[3], None, end),
+    ]
+
+
+async def test_several_runs_progress_is_written_like_the_orm_writes_it(pg: PgTurnStore) -> None:
     orm = OrmTurnStore()
-    logged: list[list[tuple[Any, ...]]] = []
-    first_tokens: list[list[dt.datetime | None]] = []
+    seen: list[Any] = []
     first = dt.datetime(2026, 1, 1, 12, 0, 0, 123456, tzinfo=dt.UTC)
     for store, prefix in ((pg, "many-sql"), (orm, "many-orm")):
-        run_ids = [
-            (
-                await store.prepare(turn=record(f"{prefix}-{n}", history("q")), reap=never_reap)
-            ).run_id
-            for n in range(3)
+        prepared = [
+            await store.prepare(turn=record(f"{prefix}-{n}", history("q")), reap=never_reap)
+            for n in range(4)
         ]
-        await store.record_logs(
-            batches=[
-                (run_ids[0], [LoggedEvent(seq=1, type="text_start", payload={"message_id": "a"})]),
-                (
-                    run_ids[1],
-                    [
-                        LoggedEvent(seq=4, type="text_delta", payload={"delta": "x y"}),
-                        LoggedEvent(seq=5, type="text_delta", payload={"delta": "é"}),
-                    ],
-                ),
-                (run_ids[2], []),
-            ],
-            # Runs executed inline hand their first token's time over with their batch.
-            first_tokens=[(run_ids[1], first), (run_ids[2], first + dt.timedelta(seconds=1))],
-        )
-        first_tokens.append(
-            [(await Run.objects.aget(pk=run_id)).first_token_at for run_id in run_ids]
-        )
+        run_ids = [turn.run_id for turn in prepared]
+        trace_id = f"{len(seen):032x}"
+        await store.record_many(entries=several_runs_progress(run_ids, prepared, first, trace_id))
 
-        def log(run_ids: list[str] = run_ids) -> list[tuple[Any, ...]]:
-            rows = RunEvent.objects.filter(run_id__in=run_ids).order_by("run__thread_id", "seq")
-            return [
+        def written(run_ids: list[str] = run_ids) -> Any:
+            events = [
                 (run_ids.index(e.run_id), e.seq, e.type, e.payload, e.created_at is not None)
-                for e in rows
+                for e in RunEvent.objects.filter(run_id__in=run_ids).order_by(
+                    "run__thread_id", "seq"
+                )
             ]
+            runs = [
+                (*run_of(run_id), run.first_token_at, run.cost, run.finished_at is not None)
+                for run_id in run_ids
+                for run in [Run.objects.get(pk=run_id)]
+            ]
+            threads = list(
+                Thread.objects.filter(runs__id__in=run_ids)
+                .order_by("id")
+                .values_list("status", flat=True)
+            )
+            messages = [
+                row[:-1] for row in messages_of(Run.objects.get(pk=run_ids[3]).thread.thread_id)
+            ]
+            spans = list(
+                Span.objects.filter(run_id__in=run_ids).values_list(
+                    "span_id", "kind", "started_at", "ended_at"
+                )
+            )
+            states = list(
+                AgentState.objects.filter(thread__runs__id=run_ids[3]).values_list(
+                    "agent_name", "state", "node_name", "active", "running"
+                )
+            )
+            return events, runs, threads, messages, spans, states
 
-        logged.append(await sync_to_async(log)())
-    assert logged[0] == logged[1]
-    assert [row[:3] for row in logged[0]] == [
+        seen.append(await sync_to_async(written)())
+    for sql_part, orm_part in zip(seen[0], seen[1], strict=True):
+        assert sql_part == orm_part
+    events, runs, threads, messages, spans, states = seen[0]
+    assert [row[:3] for row in events] == [
         (0, 1, "text_start"),
         (1, 4, "text_delta"),
         (1, 5, "text_delta"),
+        (3, 2, "text_delta"),
+        (3, 3, "run_finished"),
+        (3, 4, "meta_event"),
     ]
-    assert first_tokens[0] == first_tokens[1] == [None, first, first + dt.timedelta(seconds=1)]
+    # (status, first token, cost, finished) of each run: only the last one ended.
+    assert [(run[4], *run[-3:]) for run in runs] == [
+        ("pending", None, None, False),
+        ("pending", first, None, False),
+        ("pending", first + dt.timedelta(seconds=1), None, False),
+        ("interrupted", None, Decimal("0.25"), True),
+    ]
+    assert runs[3][9:12] == (5, 7, 1)  # its tokens
+    assert threads == ["running", "running", "running", "interrupted"]
+    assert [row[1] for row in messages] == ["m0", "answer", "call-1"]
+    assert len(spans) == 1 and len(states) == 1
 
 
-async def test_several_runs_log_batches_are_one_statement_that_fails_as_a_whole(
+async def test_several_runs_progress_is_one_statement_that_fails_as_a_whole(
     pg: PgTurnStore,
 ) -> None:
     prepared = await pg.prepare(turn=record("many-fail", history("q")), reap=never_reap)
     with pytest.raises(IntegrityError):
-        await pg.record_logs(
-            batches=[
-                (prepared.run_id, [LoggedEvent(seq=1, type="text_start", payload={})]),
-                ("no-such-run", [LoggedEvent(seq=1, type="text_start", payload={})]),
-            ],
-            first_tokens=[(prepared.run_id, timezone.now())],
+        await pg.record_many(
+            entries=[
+                RunProgress(
+                    prepared.run_id,
+                    prepared.thread_pk,
+                    Progress(
+                        events=[LoggedEvent(seq=1, type="text_start", payload={})],
+                        messages=[],
+                        agent_states=[],
+                        first_token_at=timezone.now(),
+                    ),
+                ),
+                RunProgress(
+                    "no-such-run",
+                    None,
+                    Progress(
+                        events=[LoggedEvent(seq=1, type="text_start", payload={})],
+                        messages=[],
+                        agent_states=[],
+                    ),
+                ),
+            ]
         )
     assert await RunEvent.objects.filter(run_id=prepared.run_id).acount() == 0
     assert (await Run.objects.aget(pk=prepared.run_id)).first_token_at is None
+
+
+async def test_one_statement_never_carries_two_batches_of_one_run(pg: PgTurnStore) -> None:
+    prepared = await pg.prepare(turn=record("many-twice", history("q")), reap=never_reap)
+    entry = RunProgress(prepared.run_id, prepared.thread_pk, finished())
+    with pytest.raises(ValueError):
+        await pg.record_many(entries=[entry, entry])
 
 
 async def test_heartbeats_tell_which_runs_were_asked_to_stop(pg: PgTurnStore) -> None:

@@ -194,14 +194,15 @@ async def test_a_failed_runs_stream_ends_only_once_its_end_is_stored(
     runtime_on_fake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = turn_store()
-    record = store.record
+    record_many = store.record_many
 
-    async def slow_to_store_the_end(*, run_id: str, thread_pk: Any, progress: Any) -> None:
-        if progress.outcome is not None:
+    async def slow_to_store_the_end(*, entries: Any) -> None:
+        # Every write of the store goes through record_many.
+        if any(entry.progress.outcome is not None for entry in entries):
             await asyncio.sleep(0.3)  # a database slow to take the run's last write
-        await record(run_id=run_id, thread_pk=thread_pk, progress=progress)
+        await record_many(entries=entries)
 
-    monkeypatch.setattr(store, "record", slow_to_store_the_end)
+    monkeypatch.setattr(store, "record_many", slow_to_store_the_end)
     events = await run("v2-500-end", [user("u1", fake({"error": {"status": 500}}))])
     assert types(events) == ["RUN_STARTED", "RUN_ERROR"]
 

@@ -1,15 +1,15 @@
-"""The mid-run log batches of the runs on one event loop are written (and announced) together.
+"""What the runs on one event loop write as they go is written (and announced) together.
 
 Each test runs on both stores: the ORM one and the raw SQL one that serves PostgreSQL in
-production. Their ``record_logs`` is wrapped only to see which batches each statement carried
-(and, where a test says so, to refuse one).
+production. Their ``record_many`` (every write of either store goes through it) is wrapped only
+to see which runs' batches each statement carried (and, where a test says so, to refuse one).
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import orjson
@@ -20,9 +20,10 @@ from django.contrib.auth.models import AnonymousUser
 from django.test import override_settings
 from django.utils import timezone
 
-from conversations.models import Run, RunEvent, RunStatus, Thread
-from conversations.services.runs import LoggedEvent
+from conversations.models import Run, RunEvent, RunStatus, Thread, ThreadStatus
+from conversations.services.runs import LoggedEvent, RunOutcome, Usage
 from conversations.store import turn_store, turn_store_close
+from conversations.store.types import Progress, RunProgress
 from copilot_runtime.conf import runtime_settings
 from copilot_runtime.engine.log_writer import LoopLogWriter, log_writer_for_loop, next_flush_at
 from copilot_runtime.engine.relay import BATCH_MESSAGE, run_group
@@ -36,13 +37,13 @@ IN_MEMORY_LAYER = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"
 
 
 class Statements:
-    """The batches of each ``record_logs`` call, as (run id, seqs), and the runs whose first
-    tokens' times it carried; the runs of each of the store's own ``record`` calls."""
+    """The batches of each ``record_many`` call, as (run id, seqs), the runs whose first
+    tokens' times it carried, and the runs whose end it carried."""
 
     def __init__(self) -> None:
         self.calls: list[list[tuple[str, list[int]]]] = []
         self.first_tokens: list[list[str]] = []
-        self.records: list[tuple[str, bool]] = []  # (run id, carries a first token's time)
+        self.ends: list[list[str]] = []
         self.hold: asyncio.Event | None = None  # set: the first call waits for it
         self.refuse_first = False  # the first call fails, as a database that hiccuped
         self.refuse_first_token = False  # so does the first call carrying a first token
@@ -62,26 +63,26 @@ def statements(
     seen = Statements()
     store_class = type(turn_store())
     assert store_class.__name__ == {"orm": "OrmTurnStore", "sql": "PgTurnStore"}[request.param]
-    original, original_record = store_class.record_logs, store_class.record
+    original = store_class.record_many
 
-    async def recording(self: Any, *, batches: Any, first_tokens: Any = ()) -> None:
-        seen.calls.append([(run_id, [e.seq for e in events]) for run_id, events in batches])
-        seen.first_tokens.append([run_id for run_id, _ in first_tokens])
+    async def recording(self: Any, *, entries: Sequence[RunProgress]) -> None:
+        seen.calls.append([(e.run_id, [event.seq for event in e.progress.events]) for e in entries])
+        seen.first_tokens.append([e.run_id for e in entries if e.progress.first_token_at])
+        seen.ends.append([e.run_id for e in entries if e.progress.outcome is not None])
         seen.called.set()
         if seen.hold is not None and len(seen.calls) == 1:
             await seen.hold.wait()
         if seen.refuse_first and len(seen.calls) == 1:
             raise RuntimeError("the database refused the batch")
-        if seen.refuse_first_token and first_tokens and sum(map(bool, seen.first_tokens)) == 1:
+        if (
+            seen.refuse_first_token
+            and seen.first_tokens[-1]
+            and sum(map(bool, seen.first_tokens)) == 1
+        ):
             raise RuntimeError("the database refused the batch")
-        await original(self, batches=batches, first_tokens=first_tokens)
+        await original(self, entries=entries)
 
-    async def recording_record(self: Any, *, run_id: str, thread_pk: Any, progress: Any) -> None:
-        seen.records.append((run_id, progress.first_token_at is not None))
-        await original_record(self, run_id=run_id, thread_pk=thread_pk, progress=progress)
-
-    monkeypatch.setattr(store_class, "record_logs", recording)
-    monkeypatch.setattr(store_class, "record", recording_record)
+    monkeypatch.setattr(store_class, "record_many", recording)
     try:
         with override_settings(CHANNEL_LAYERS=IN_MEMORY_LAYER):
             yield seen
@@ -98,13 +99,33 @@ async def _close_sql_pools() -> AsyncIterator[None]:
 
 async def make_runs(*names: str) -> list[str]:
     for name in names:
-        thread = await Thread.objects.acreate(thread_id=f"thread-{name}")
+        # As a prepared turn leaves them: the thread running its run.
+        thread = await Thread.objects.acreate(
+            thread_id=f"thread-{name}", status=ThreadStatus.RUNNING
+        )
         await Run.objects.acreate(id=name, thread=thread, status=RunStatus.RUNNING)
     return list(names)
 
 
-def deltas(*seqs: int) -> list[LoggedEvent]:
-    return [LoggedEvent(seq=seq, type="text_delta", payload={"delta": f"w{seq}"}) for seq in seqs]
+def deltas(*seqs: int, first_token_at: dt.datetime | None = None) -> Progress:
+    return Progress(
+        events=[
+            LoggedEvent(seq=seq, type="text_delta", payload={"delta": f"w{seq}"}) for seq in seqs
+        ],
+        messages=[],
+        agent_states=[],
+        first_token_at=first_token_at,
+    )
+
+
+def ended(seq: int) -> Progress:
+    """A run's last batch: its last event and its end."""
+    return Progress(
+        events=[LoggedEvent(seq=seq, type="run_finished", payload={"status": "succeeded"})],
+        messages=[],
+        agent_states=[],
+        outcome=RunOutcome(status=RunStatus.SUCCEEDED, usage=Usage(output_tokens=seq)),
+    )
 
 
 async def logged(run_id: str) -> list[int]:
@@ -132,9 +153,9 @@ async def test_batches_handed_over_in_one_turn_of_the_loop_are_one_statement(
     runs = await make_runs("a", "b", "c")
     writer = LoopLogWriter()
     await asyncio.gather(
-        writer.write(run_id="a", events=deltas(1, 2)),
-        writer.write(run_id="b", events=deltas(1)),
-        writer.write(run_id="c", events=deltas(7)),
+        writer.write(run_id="a", thread_pk=None, progress=deltas(1, 2)),
+        writer.write(run_id="b", thread_pk=None, progress=deltas(1)),
+        writer.write(run_id="c", thread_pk=None, progress=deltas(7)),
     )
     assert statements.runs_per_call() == [runs]
     assert [await logged(run) for run in runs] == [[1, 2], [1], [7]]
@@ -147,9 +168,11 @@ async def test_first_token_times_handed_over_together_go_in_the_same_statement(
     first = timezone.now()
     writer = LoopLogWriter()
     await asyncio.gather(
-        writer.write(run_id="a", events=deltas(1), first_token_at=first),
-        writer.write(run_id="b", events=deltas(3)),
-        writer.write(run_id="c", events=deltas(1), first_token_at=first + dt.timedelta(1)),
+        writer.write(run_id="a", thread_pk=None, progress=deltas(1, first_token_at=first)),
+        writer.write(run_id="b", thread_pk=None, progress=deltas(3)),
+        writer.write(
+            run_id="c", thread_pk=None, progress=deltas(1, first_token_at=first + dt.timedelta(1))
+        ),
     )
     assert statements.runs_per_call() == [runs]
     assert statements.first_tokens == [["a", "c"]]
@@ -166,10 +189,11 @@ async def test_batches_handed_over_during_a_write_are_the_next_statement(
     await make_runs("a", "b", "c", "d")
     statements.hold = asyncio.Event()
     writer = LoopLogWriter()
-    first = asyncio.create_task(writer.write(run_id="a", events=deltas(1)))
+    first = asyncio.create_task(writer.write(run_id="a", thread_pk=None, progress=deltas(1)))
     await statements.called.wait()
     later = [
-        asyncio.create_task(writer.write(run_id=run, events=deltas(1))) for run in ("b", "c", "d")
+        asyncio.create_task(writer.write(run_id=run, thread_pk=None, progress=deltas(1)))
+        for run in ("b", "c", "d")
     ]
     await asyncio.sleep(0.05)
     assert statements.runs_per_call() == [["a"]]  # one write in flight at a time
@@ -188,9 +212,11 @@ async def test_a_batch_that_cannot_be_logged_fails_its_own_run_only(
         await layer.group_add(run_group(run), channel)
     writer = LoopLogWriter()
     results = await asyncio.gather(
-        writer.write(run_id="a", events=deltas(1)),
-        writer.write(run_id="ghost", events=deltas(1)),  # no such run: a foreign key error
-        writer.write(run_id="b", events=deltas(1)),
+        writer.write(run_id="a", thread_pk=None, progress=deltas(1)),
+        writer.write(
+            run_id="ghost", thread_pk=None, progress=deltas(1)
+        ),  # no such run: a foreign key error
+        writer.write(run_id="b", thread_pk=None, progress=deltas(1)),
         return_exceptions=True,
     )
     assert results[0] is None and results[2] is None
@@ -278,20 +304,46 @@ async def test_runs_streaming_at_once_share_their_log_writes(
         await assert_logged_whole(run_id)
 
 
-async def test_an_inline_run_hands_its_first_token_time_to_the_loops_writes(
+async def test_an_inline_run_hands_its_first_token_time_and_its_end_to_the_loops_writes(
     statements: Statements, fake_upstream: Any
 ) -> None:
     run_ids = await stream_runs(fake_upstream, 3)
-    # Each run's first token's time went with the loop's log writes, once; none of the
-    # runs' own writes (their ends, and a finished message that met a flush) carried it.
+    # Each run's first token's time went with the loop's writes, once, and before its end,
+    # which went with them too.
     carried = [run_id for call in statements.first_tokens for run_id in call]
     assert sorted(carried) == sorted(run_ids)
-    assert {run_id for run_id, _ in statements.records} == set(run_ids)
-    assert not any(carries_first_token for _, carries_first_token in statements.records)
+    assert sorted(run_id for call in statements.ends for run_id in call) == sorted(run_ids)
     for run_id in run_ids:
+        first = next(i for i, call in enumerate(statements.first_tokens) if run_id in call)
+        end = next(i for i, call in enumerate(statements.ends) if run_id in call)
+        assert first < end
         run = await Run.objects.aget(pk=run_id)
         assert run.first_token_at is not None and run.created_at < run.first_token_at
         assert run.finished_at is not None and run.first_token_at < run.finished_at
+
+
+async def test_runs_ending_while_a_write_is_in_flight_end_in_one_statement(
+    statements: Statements,
+) -> None:
+    await make_runs("a", "b", "c", "d")
+    statements.hold = asyncio.Event()
+    writer = LoopLogWriter()
+    first = asyncio.create_task(writer.write(run_id="a", thread_pk=None, progress=deltas(1)))
+    await statements.called.wait()
+    ends = [
+        asyncio.create_task(writer.write(run_id=run, thread_pk=None, progress=ended(2)))
+        for run in ("b", "c", "d")
+    ]
+    await asyncio.sleep(0.05)
+    statements.hold.set()
+    await asyncio.gather(first, *ends)
+    assert statements.ends == [[], ["b", "c", "d"]]
+    for run_id in ("b", "c", "d"):
+        run = await Run.objects.select_related("thread").aget(pk=run_id)
+        assert (run.status, run.output_tokens, run.thread.status) == ("succeeded", 2, "idle")
+        assert await logged(run_id) == [2]
+    a = await Run.objects.select_related("thread").aget(pk="a")
+    assert (a.status, a.thread.status) == (RunStatus.RUNNING, ThreadStatus.RUNNING)
 
 
 async def test_a_mid_run_batch_that_could_not_be_logged_is_kept_and_logged_next(
@@ -308,10 +360,9 @@ async def test_a_first_token_time_that_could_not_be_written_is_kept_and_written_
 ) -> None:
     statements.refuse_first_token = True
     (run_id,) = await stream_runs(fake_upstream, 1)
-    assert [call for call in statements.first_tokens if call] == [[run_id]]  # refused
+    # Refused, then kept with its batch and written before the run's next batch.
+    assert [call for call in statements.first_tokens if call] == [[run_id], [run_id]]
     await assert_logged_whole(run_id)
-    # Kept with the refused batch, written with the run's next write.
-    assert (run_id, True) in statements.records
     assert (await Run.objects.aget(pk=run_id)).first_token_at is not None
 
 

@@ -51,19 +51,14 @@ class Writes:
 def writes(monkeypatch: pytest.MonkeyPatch) -> Iterator[Writes]:
     seen = Writes()
     store_class = type(turn_store())
-    record, record_logs = store_class.record, store_class.record_logs
+    record_many = store_class.record_many
 
-    async def recording(self: Any, *, run_id: str, thread_pk: Any, progress: Any) -> None:
-        seen.add([event.type for event in progress.events])
-        await record(self, run_id=run_id, thread_pk=thread_pk, progress=progress)
+    async def recording(self: Any, *, entries: Any) -> None:
+        for entry in entries:
+            seen.add([event.type for event in entry.progress.events])
+        await record_many(self, entries=entries)
 
-    async def recording_logs(self: Any, *, batches: Any, first_tokens: Any = ()) -> None:
-        for _, events in batches:
-            seen.add([event.type for event in events])
-        await record_logs(self, batches=batches, first_tokens=first_tokens)
-
-    monkeypatch.setattr(store_class, "record", recording)
-    monkeypatch.setattr(store_class, "record_logs", recording_logs)
+    monkeypatch.setattr(store_class, "record_many", recording)
     yield seen
 
 

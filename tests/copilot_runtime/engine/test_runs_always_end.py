@@ -33,14 +33,19 @@ def _request(thread_id: str) -> Any:
 async def test_a_run_whose_last_batch_cannot_be_stored_ends_failed(
     fake_upstream: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_record = OrmTurnStore.record
+    real_record_many = OrmTurnStore.record_many
 
-    async def refusing(self: Any, *, run_id: str, thread_pk: Any, progress: Any) -> None:
-        if progress.outcome is not None and progress.outcome.error_code != "STORAGE_ERROR":
+    async def refusing(self: Any, *, entries: Any) -> None:
+        # Every write of the store goes through record_many.
+        if any(
+            entry.progress.outcome is not None
+            and entry.progress.outcome.error_code != "STORAGE_ERROR"
+            for entry in entries
+        ):
             raise RuntimeError("the database refused the batch")
-        await real_record(self, run_id=run_id, thread_pk=thread_pk, progress=progress)
+        await real_record_many(self, entries=entries)
 
-    monkeypatch.setattr(OrmTurnStore, "record", refusing)
+    monkeypatch.setattr(OrmTurnStore, "record_many", refusing)
     with override_settings(
         COPILOT_RUNTIME={
             "OPENAI_API_KEY": "test",
