@@ -972,3 +972,62 @@ async def _turn(pg: PgTurnStore, thread_id: str, messages: list[InputMessage]) -
 async def _superseded(thread_id: str) -> list[str]:
     rows = Message.objects.filter(thread__thread_id=thread_id, superseded=True)
     return [m.message_id async for m in rows.order_by("position")]
+
+
+async def test_ending_runs_reads_only_their_rows_of_the_runs_and_threads(
+    pg: PgTurnStore,
+) -> None:
+    # Ends handed over together find their runs and threads by key. (With the run ids only in
+    # the JSON rows, the planner joined the whole runs table to a dozen ends: 0.6 ms at 3,500
+    # runs, growing with the table.)
+    ended = [
+        await pg.prepare(turn=record(f"t-end-{n}", history("q")), reap=never_reap) for n in range(3)
+    ]
+    # The tables as a site holds them: other threads' rows, statistics up to date.
+    await sync_to_async(_other_threads)(threads=400, turns=4)
+    entries = [RunProgress(turn.run_id, turn.thread_pk, finished()) for turn in ended]
+
+    plan = await sync_to_async(_explain_generic_progress)(entries)
+
+    reads = [
+        (node["Relation Name"], node["Node Type"], _rows_handled(node))
+        for node in _nodes(plan)
+        if node.get("Relation Name") in ("conversations_run", "conversations_thread")
+        and node["Node Type"] != "ModifyTable"
+    ]
+    assert {relation for relation, _type, _rows in reads} == {
+        "conversations_run",
+        "conversations_thread",
+    }
+    assert all(rows <= 2 * len(entries) for _r, _type, rows in reads), reads
+    assert [(await Run.objects.aget(pk=turn.run_id)).is_finished for turn in ended] == [True] * 3
+
+
+def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    return [plan, *(node for child in plan.get("Plans", []) for node in _nodes(child))]
+
+
+def _explain_generic_progress(entries: list[RunProgress]) -> dict[str, Any]:
+    """EXPLAIN ANALYZE of the statement writing ``entries``, planned as the prepared
+    statement runs once PostgreSQL settles on a generic plan."""
+    from django.db import connection
+
+    from conversations.store.pg import _rows
+    from conversations.store.pg_progress import progress_statement
+
+    statement = progress_statement(entries, now=timezone.now(), rows=_rows)
+    assert statement is not None
+    sql, params = statement
+    with connection.cursor() as cursor:
+        cursor.execute("SET plan_cache_mode = force_generic_plan")
+        try:
+            # A server-side prepared statement (psycopg's binding): generic plans apply.
+            cursor.execute(
+                "PREPARE progress AS " + sql.replace("%s", "${}").format(*range(1, len(params) + 1))
+            )
+            literals = ", ".join(["%s"] * len(params))
+            cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE progress({literals})", params)
+            return cursor.fetchone()[0][0]["Plan"]
+        finally:
+            cursor.execute("DEALLOCATE ALL")
+            cursor.execute("RESET plan_cache_mode")
