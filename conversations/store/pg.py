@@ -1,13 +1,15 @@
 """The turn's storage path in raw SQL on PostgreSQL (psycopg's async pool, no thread hop).
 
-The only raw SQL of the app, kept in this module and tested against the ORM
-(tests/conversations/store/): each function writes exactly the rows the ORM services write
+The only raw SQL of the app, kept in this module and ``pg_progress.py`` and tested against the
+ORM (tests/conversations/store/): each function writes exactly the rows the ORM services write
 (``conversations/services``), with the same defaults. A turn costs:
 
-- prepare: one transaction of a few statements (thread upsert and lock, busy check, a lookup of
-  only the message ids the request carries, the run, the new messages, the latest state);
-- what a run writes as it goes (events, finished messages, states, the first token's time,
-  its end with its spans): one statement for all the runs of an event loop that hand theirs
+- its look-up: one statement (the thread, created on first use; its active runs; only the
+  message ids the request carries; the latest state);
+- its write (the run, the new messages, the thread's status): one statement, shared with the
+  turns of the same event loop whose look-ups end while a write is in flight (``grouped.py``);
+- what its run writes as it goes (events, finished messages, states, the first token's time,
+  its end with its spans): likewise one statement for the runs of the loop that hand theirs
   over at about the same moment (``pg_progress.py``).
 
 A connection is held only while those statements run, never while the model streams, so the
@@ -23,7 +25,7 @@ import logging
 import re
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 import psycopg
@@ -32,12 +34,12 @@ from django import db as django_db
 from django.db import connections
 from django.utils import timezone
 from psycopg.conninfo import make_conninfo
-from psycopg.types.json import Jsonb
 
 from conversations.models import MessageKind, RunStatus, ThreadStatus
 from conversations.services.messages import _NOT_STORED_ROLES
 from conversations.services.runs import LoggedEvent, ThreadBusy
 from conversations.services.threads import ThreadNotAvailable, title_from_text
+from conversations.store.grouped import Grouped, PerLoop
 from conversations.store.pg_progress import progress_statement
 from conversations.store.pool import TurnPool
 from conversations.store.types import (
@@ -78,10 +80,6 @@ def _dumps_bytes(value: Any) -> bytes:
 
 def _dumps(value: Any) -> str:
     return _dumps_bytes(value).decode()
-
-
-def _json(value: Any) -> Jsonb | None:
-    return None if value is None else Jsonb(value, dumps=_dumps)
 
 
 def _conninfo() -> str:
@@ -302,43 +300,38 @@ class PgTurnStore:
             )
             if ahead is not None and not ahead.done():
                 ahead.set_result(prepared)  # the caller may start the run now
-            # Statement 2: the run, the new messages and the thread's status, atomically.
-            try:
-                await cur.execute(
-                    _WRITE_TURN,
-                    (
-                        turn.run_id,
-                        thread_pk,
-                        turn.agent_name,
-                        turn.protocol,
-                        turn.request_type,
-                        turn.previous_run_id or "",
-                        str(RunStatus.RUNNING if running else RunStatus.PENDING),
-                        now,
-                        now if running else None,
-                        now if running else None,
-                        _json(
-                            turn.request_payload_for(latest)
-                            if turn.request_payload_for is not None
-                            else None
-                        ),
-                        1 if running else 0,
-                        thread_pk,
-                        turn.run_id,
-                        _rows(rows),
-                        str(ThreadStatus.RUNNING),
-                        now,
-                        new_title,
-                        new_title,
-                        thread_pk,
-                    ),
-                )
-            except psycopg.errors.UniqueViolation as exc:
-                # Another request on this thread wrote first (its run, or the same new
-                # messages); a reused run id is the caller's own conflict.
-                if exc.diag.constraint_name in _RACED:
-                    raise ThreadBusy(turn.thread_id) from None
-                raise
+            payload = (
+                turn.request_payload_for(latest) if turn.request_payload_for is not None else None
+            )
+        # Statement 2, with the other turns' of this loop that come meanwhile (grouped.py): the
+        # run, the new messages and the thread's status, atomically. The look-up's connection
+        # is free by then.
+        write = _TurnWrite(
+            run=[
+                turn.run_id,
+                thread_pk,
+                turn.agent_name,
+                turn.protocol,
+                turn.request_type,
+                turn.previous_run_id or "",
+                str(RunStatus.RUNNING if running else RunStatus.PENDING),
+                now,
+                now if running else None,
+                now if running else None,
+                payload,
+                1 if running else 0,
+            ],
+            messages=[(*row, thread_pk, turn.run_id) for row in rows],
+            thread=[thread_pk, str(ThreadStatus.RUNNING), now, new_title],
+        )
+        try:
+            await _turn_writes.get().submit(write)
+        except psycopg.errors.UniqueViolation as exc:
+            # Another request on this thread wrote first (its run, or the same new
+            # messages); a reused run id is the caller's own conflict.
+            if exc.diag.constraint_name in _RACED:
+                raise ThreadBusy(turn.thread_id) from None
+            raise
         return prepared
 
     # --- the run's life -----------------------------------------------------------------------
@@ -546,32 +539,58 @@ SELECT t.id, t.owner_id, t.title,
 FROM t
 """
 
-_MESSAGE_COLUMNS = (
-    "thread_id, position, message_id, kind, role, content, action_name, arguments,"
-    " parent_message_id, action_execution_id, result, image_format, image_bytes, status,"
-    " status_reason, superseded, run_id, created_at"
+
+class _TurnWrite(NamedTuple):
+    run: list[Any]
+    messages: list[tuple[Any, ...]]
+    thread: list[Any]
+
+
+# e: [id, thread, agent_name, protocol, request_type, previous_run_id, status, created_at,
+#     started_at, heartbeat_at, request_payload, attempts]
+_INSERT_RUNS = (
+    f"INSERT INTO {RUN} (id, thread_id, agent_name, protocol, request_type, previous_run_id,"
+    " status, error_code, error_details, limit_trips, model, input_tokens, output_tokens,"
+    " cached_input_tokens, reasoning_tokens, cost, created_at, started_at, heartbeat_at,"
+    " request_payload, cancel_requested, attempts)"
+    " SELECT e->>0, (e->>1)::bigint, e->>2, e->>3, e->>4, e->>5, e->>6, '', NULL, '[]', '', 0,"
+    " 0, 0, 0, NULL, (e->>7)::timestamptz, (e->>8)::timestamptz, (e->>9)::timestamptz,"
+    " NULLIF(e->10, 'null'::jsonb), false, (e->>11)::int FROM jsonb_array_elements(%s::jsonb) e"
 )
 # e: [position, message_id, kind, role, content, action_name, arguments, parent_message_id,
-#     action_execution_id, result, image_format, image_bytes, status, status_reason, created_at]
-_MESSAGE_VALUES = (
-    "(e->>0)::int + {offset}, e->>1, e->>2, e->>3, e->>4, e->>5, NULLIF(e->6, 'null'::jsonb),"
-    " e->>7, e->>8, e->>9, e->>10, e->>11, e->>12, e->>13, false, %s, (e->>14)::timestamptz"
+#     action_execution_id, result, image_format, image_bytes, status, status_reason, created_at,
+#     thread, run]
+_INSERT_MESSAGES = (
+    f"INSERT INTO {MESSAGE} (thread_id, position, message_id, kind, role, content, action_name,"
+    " arguments, parent_message_id, action_execution_id, result, image_format, image_bytes,"
+    " status, status_reason, superseded, run_id, created_at)"
+    " SELECT (e->>15)::bigint, (e->>0)::int, e->>1, e->>2, e->>3, e->>4, e->>5,"
+    " NULLIF(e->6, 'null'::jsonb), e->>7, e->>8, e->>9, e->>10, e->>11, e->>12, e->>13, false,"
+    " e->>16, (e->>14)::timestamptz FROM jsonb_array_elements(%s::jsonb) e"
 )
+# e: [thread, status, updated_at, title (empty: unchanged)]. The ids again as an array: the
+# planner then finds the rows by key (see pg_progress.py).
+_UPDATE_THREADS = (
+    f"UPDATE {THREAD} t SET status = e->>1, updated_at = (e->>2)::timestamptz,"
+    " title = CASE WHEN e->>3 <> '' THEN e->>3 ELSE t.title END"
+    " FROM jsonb_array_elements(%s::jsonb) e"
+    " WHERE t.id = (e->>0)::bigint AND t.id = ANY(%s::bigint[])"
+)
+_WRITE_TURNS = f"WITH runs AS ({_INSERT_RUNS}), messages AS ({_INSERT_MESSAGES}) {_UPDATE_THREADS}"
 
-_WRITE_TURN = f"""
-WITH run AS (
-    INSERT INTO {RUN} (id, thread_id, agent_name, protocol, request_type, previous_run_id,
-        status, error_code, error_details, limit_trips, model, input_tokens, output_tokens,
-        cached_input_tokens, reasoning_tokens, cost, created_at, started_at, heartbeat_at,
-        request_payload, cancel_requested, attempts)
-    VALUES (%s, %s, %s, %s, %s, %s, %s, '', NULL, '[]', '', 0, 0, 0, 0, NULL, %s, %s, %s, %s,
-        false, %s)
-), messages AS (
-    INSERT INTO {MESSAGE} ({_MESSAGE_COLUMNS})
-    SELECT %s, {_MESSAGE_VALUES.format(offset=0)}
-    FROM jsonb_array_elements(%s::jsonb) e
-)
-UPDATE {THREAD} SET status = %s, updated_at = %s,
-    title = CASE WHEN %s <> '' THEN %s ELSE title END
-WHERE id = %s
-"""
+
+async def _write_turns(writes: Sequence[_TurnWrite]) -> None:
+    """The turns' writes in ONE statement, atomic as a whole. psycopg's errors are left as
+    they are: the caller tells a raced write by its constraint."""
+    params = [
+        _rows([write.run for write in writes]),
+        _rows([row for write in writes for row in write.messages]),
+        _rows([write.thread for write in writes]),
+        [write.thread[0] for write in writes],
+    ]
+    pool = await POOLS.get()
+    async with pool.connection() as conn:
+        await conn.execute(_WRITE_TURNS, params)
+
+
+_turn_writes: PerLoop[Grouped[_TurnWrite]] = PerLoop(lambda: Grouped(_write_turns))

@@ -17,8 +17,8 @@ import logging
 from collections.abc import Callable
 
 from conversations.store import turn_store
+from conversations.store.grouped import PerLoop
 from copilot_runtime.conf import runtime_setting
-from copilot_runtime.engine.per_loop import PerLoop
 
 logger = logging.getLogger(__name__)
 

@@ -23,13 +23,12 @@ retries it with its next write, as it does any failed write.
 
 from __future__ import annotations
 
-import asyncio
 import math
-from typing import NamedTuple
+from collections.abc import Sequence
 
 from conversations.store import turn_store
+from conversations.store.grouped import Grouped, PerLoop
 from conversations.store.types import Progress, RunProgress
-from copilot_runtime.engine.per_loop import PerLoop
 from copilot_runtime.engine.relay import announce_batches
 
 
@@ -39,92 +38,28 @@ def next_flush_at(*, last_flush: float, interval: float) -> float:
     return (math.floor(last_flush / interval) + 1) * interval
 
 
-class _Handover(NamedTuple):
-    entry: RunProgress
-    done: asyncio.Future[None]
+async def _record(entries: Sequence[RunProgress]) -> None:
+    await turn_store().record_many(entries=entries)
+
+
+async def _announce(entries: list[RunProgress]) -> None:
+    # Logged first, announced second: a follower can always catch up from the log.
+    await announce_batches([(entry.run_id, entry.progress.events) for entry in entries])
 
 
 class LoopLogWriter:
     """One write in flight at a time: what is handed over meanwhile (the flushers woken in the
     same turn of the loop, and those that came while the database answered) goes next, in one
-    statement. A busy loop therefore writes in larger groups, not more often."""
+    statement, and its events in one announcement (conversations/store/grouped.py)."""
 
     def __init__(self) -> None:
-        self._pending: list[_Handover] = []
-        self._task: asyncio.Task[None] | None = None
+        self._grouped: Grouped[RunProgress] = Grouped(_record, written=_announce)
 
     async def write(self, *, run_id: str, thread_pk: int | None, progress: Progress) -> None:
         """Write ``progress`` of ``run_id`` (its next log entries, and whatever else it
         carries) with what the other runs hand over meanwhile, then announce its events;
         raises what writing it alone raised. One write per run at a time (its flusher's)."""
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[None] = loop.create_future()
-        self._pending.append(_Handover(RunProgress(run_id, thread_pk, progress), done))
-        if self._task is None:
-            # Its first step comes after the flushers woken in this turn of the loop.
-            self._task = loop.create_task(self._drain())
-        await done
-
-    async def _drain(self) -> None:
-        try:
-            while self._pending:
-                batches, self._pending = self._pending, []
-                await _write(batches)
-        finally:
-            self._task = None
-
-
-async def _write(batches: list[_Handover]) -> None:
-    """Log the batches in one statement (run by run if that fails), announce those logged in
-    one round trip, then let their flushers go on."""
-    try:
-        outcomes = await _record(batches)
-        # Logged first, announced second: a follower can always catch up from the log.
-        await announce_batches(
-            [
-                (batch.entry.run_id, batch.entry.progress.events)
-                for batch, error in zip(batches, outcomes, strict=True)
-                if error is None
-            ]
-        )
-        for batch, error in zip(batches, outcomes, strict=True):
-            _settle(batch.done, error)
-    finally:
-        for batch in batches:
-            if not batch.done.done():  # cancelled (the loop is closing): the flusher must not wait
-                batch.done.cancel()
-
-
-async def _store(batches: list[_Handover]) -> None:
-    await turn_store().record_many(entries=[batch.entry for batch in batches])
-
-
-async def _record(batches: list[_Handover]) -> list[BaseException | None]:
-    """What logging each batch raised, if anything."""
-    try:
-        await _store(batches)
-        return [None] * len(batches)
-    except Exception as exc:
-        if len(batches) == 1:
-            return [exc]
-    outcomes: list[BaseException | None] = []
-    for batch in batches:
-        try:
-            await _store([batch])
-        except Exception as alone:
-            outcomes.append(alone)
-        else:
-            outcomes.append(None)
-    return outcomes
-
-
-def _settle(done: asyncio.Future[None], error: BaseException | None) -> None:
-    if done.done():
-        return
-    if error is None:
-        done.set_result(None)
-    else:
-        done.set_exception(error)
+        await self._grouped.submit(RunProgress(run_id, thread_pk, progress))
 
 
 _writers: PerLoop[LoopLogWriter] = PerLoop(LoopLogWriter)

@@ -1031,3 +1031,40 @@ def _explain_generic_progress(entries: list[RunProgress]) -> dict[str, Any]:
         finally:
             cursor.execute("DEALLOCATE ALL")
             cursor.execute("RESET plan_cache_mode")
+
+
+async def test_turns_prepared_at_once_are_written_in_one_statement_like_the_orm_writes_them(
+    pg: PgTurnStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    statements: list[list[str]] = []
+    write_turns = pg_store._write_turns
+
+    async def counting(writes: Any) -> None:
+        statements.append([write.run[0] for write in writes])
+        if len(statements) == 1:
+            # A database slow to answer: the turns whose look-up ends meanwhile wait for it.
+            await asyncio.sleep(0.3)
+        await write_turns(writes)
+
+    # Read when this test's loop makes its group (the first write on it).
+    monkeypatch.setattr(pg_store, "_write_turns", counting)
+    turns = [record(f"t-at-once-{n}", history("a", "b", "c")) for n in range(3)]
+
+    prepared = await asyncio.gather(*(pg.prepare(turn=t, reap=never_reap) for t in turns))
+
+    # Each look-up is a round trip of its own; the writes of those that ended while a write
+    # was in flight went together in the next statement.
+    assert sorted(run for group in statements for run in group) == sorted(t.run_id for t in turns)
+    assert len(statements) <= 2, statements
+    orm = OrmTurnStore()
+    for n in range(3):
+        await orm.prepare(
+            turn=record(f"t-at-once-orm-{n}", history("a", "b", "c")), reap=never_reap
+        )
+        sql = await sync_to_async(messages_of)(f"t-at-once-{n}")
+        assert sql == await sync_to_async(messages_of)(f"t-at-once-orm-{n}")
+        assert await sync_to_async(run_of)(prepared[n].run_id) == await sync_to_async(run_of)(
+            (await Run.objects.aget(thread__thread_id=f"t-at-once-orm-{n}")).pk
+        )
+        thread = await Thread.objects.aget(thread_id=f"t-at-once-{n}")
+        assert (thread.status, thread.title) == ("running", "a")
