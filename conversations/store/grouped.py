@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 Shared = TypeVar("Shared")
 Item = TypeVar("Item")
@@ -52,18 +52,33 @@ class Grouped(Generic[Item]):
         write_many: Callable[[Sequence[Item]], Awaitable[None]],
         *,
         written: Callable[[list[Item]], Awaitable[None]] | None = None,
+        at_once: bool = False,
     ) -> None:
         self._write_many = write_many
         self._written = written
+        # An item submitted while nothing is in flight is written by its submitter at once,
+        # not a turn of the loop later (what is submitted meanwhile is the next group). For
+        # items that come one by one (a turn's write, whose answer waits for it); not for those
+        # submitted together at one moment (the runs' log batches on their common grid).
+        self._at_once = at_once
         self._pending: list[tuple[Item, asyncio.Future[None]]] = []
-        self._task: asyncio.Task[None] | None = None
+        self._task: asyncio.Task[Any] | None = None
 
     async def submit(self, item: Item) -> None:
         """Write ``item`` with the others of its group; raises what writing it alone raised."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
         self._pending.append((item, done))
-        if self._task is None:
+        if self._task is None and self._at_once:
+            self._task = asyncio.current_task()  # in flight: later items wait for the next group
+            try:
+                group, self._pending = self._pending, []
+                await self._write(group)
+            finally:
+                self._task = None
+                if self._pending:
+                    self._task = loop.create_task(self._drain())
+        elif self._task is None:
             # Its first step comes after the other submitters of this turn of the loop.
             self._task = loop.create_task(self._drain())
         await done

@@ -593,4 +593,4 @@ async def _write_turns(writes: Sequence[_TurnWrite]) -> None:
         await conn.execute(_WRITE_TURNS, params)
 
 
-_turn_writes: PerLoop[Grouped[_TurnWrite]] = PerLoop(lambda: Grouped(_write_turns))
+_turn_writes: PerLoop[Grouped[_TurnWrite]] = PerLoop(lambda: Grouped(_write_turns, at_once=True))

@@ -87,3 +87,33 @@ async def test_an_idle_loop_writes_each_item_at_once(count: int) -> None:
     for n in range(count):
         await grouped.submit(str(n))
     assert db.groups == [[str(n)] for n in range(count)]
+
+
+async def test_at_once_an_item_submitted_while_idle_is_written_by_its_submitter() -> None:
+    db = Database()
+    db.hold = asyncio.Event()
+    grouped = Grouped(db.write_many, at_once=True)
+    first = asyncio.get_running_loop().create_task(grouped.submit("a"))
+    await asyncio.sleep(0)  # one step of the submitter: its write is under way already
+    assert db.groups == [["a"]]
+    later = [asyncio.create_task(grouped.submit(item)) for item in "bcd"]
+    await asyncio.sleep(0.02)
+    assert db.groups == [["a"]]  # one group in flight at a time
+    db.hold.set()
+    await asyncio.gather(first, *later)
+    assert db.groups == [["a"], ["b", "c", "d"]]
+
+
+async def test_at_once_a_refused_item_fails_its_own_submitter_only() -> None:
+    db = Database()
+    db.hold = asyncio.Event()
+    db.refused = {"c"}
+    grouped = Grouped(db.write_many, at_once=True)
+    first = asyncio.create_task(grouped.submit("a"))
+    await asyncio.sleep(0)
+    later = [asyncio.create_task(grouped.submit(item)) for item in "bcd"]
+    await asyncio.sleep(0.02)
+    db.hold.set()
+    results = await asyncio.gather(first, *later, return_exceptions=True)
+    assert [isinstance(result, ValueError) for result in results] == [False, False, True, False]
+    assert db.groups == [["a"], ["b", "c", "d"], ["b"], ["c"], ["d"]]
