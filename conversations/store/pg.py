@@ -574,7 +574,8 @@ _UPDATE_THREADS = (
     f"UPDATE {THREAD} t SET status = e->>1, updated_at = (e->>2)::timestamptz,"
     " title = CASE WHEN e->>3 <> '' THEN e->>3 ELSE t.title END"
     " FROM jsonb_array_elements(%s::jsonb) e"
-    " WHERE t.id = (e->>0)::bigint AND t.id = ANY(%s::bigint[])"
+    " WHERE t.id = (e->>0)::bigint"
+    " AND t.id = ANY(ARRAY(SELECT (x->>0)::bigint FROM jsonb_array_elements(%s::jsonb) x))"
 )
 _WRITE_TURNS = f"WITH runs AS ({_INSERT_RUNS}), messages AS ({_INSERT_MESSAGES}) {_UPDATE_THREADS}"
 
@@ -582,11 +583,12 @@ _WRITE_TURNS = f"WITH runs AS ({_INSERT_RUNS}), messages AS ({_INSERT_MESSAGES})
 async def _write_turns(writes: Sequence[_TurnWrite]) -> None:
     """The turns' writes in ONE statement, atomic as a whole. psycopg's errors are left as
     they are: the caller tells a raced write by its constraint."""
+    threads = _rows([write.thread for write in writes])
     params = [
         _rows([write.run for write in writes]),
         _rows([row for write in writes for row in write.messages]),
-        _rows([write.thread for write in writes]),
-        [write.thread[0] for write in writes],
+        threads,
+        threads,
     ]
     pool = await POOLS.get()
     async with pool.connection() as conn:
