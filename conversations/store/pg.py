@@ -40,7 +40,14 @@ from conversations.services.messages import _NOT_STORED_ROLES
 from conversations.services.runs import LoggedEvent, ThreadBusy
 from conversations.services.threads import ThreadNotAvailable, title_from_text
 from conversations.store.grouped import Grouped, PerLoop
-from conversations.store.pg_progress import progress_statement
+from conversations.store.pg_progress import (
+    AGENT_STATE,
+    MESSAGE,
+    RUN,
+    RUN_EVENT,
+    THREAD,
+    progress_statement,
+)
 from conversations.store.pool import TurnPool
 from conversations.store.types import (
     PreparedTurn,
@@ -52,13 +59,6 @@ from conversations.store.types import (
 )
 
 logger = logging.getLogger(__name__)
-
-THREAD = "conversations_thread"
-MESSAGE = "conversations_message"
-RUN = "conversations_run"
-RUN_EVENT = "conversations_runevent"
-AGENT_STATE = "conversations_agentstate"
-SPAN = "conversations_span"
 
 _ACTIVE = (str(RunStatus.PENDING), str(RunStatus.RUNNING))
 

@@ -23,6 +23,7 @@ from conversations.models import RunStatus, ThreadStatus
 from conversations.store.spans import span_time
 from conversations.store.types import RunProgress
 
+# The tables, for the SQL of this module and pg.py.
 THREAD = "conversations_thread"
 MESSAGE = "conversations_message"
 RUN = "conversations_run"
