@@ -21,7 +21,7 @@ from typing import Any
 
 from conversations.models import RunStatus, ThreadStatus
 from conversations.store.spans import span_time
-from conversations.store.types import RunProgress
+from conversations.store.types import Progress, RunProgress
 
 # The tables, for the SQL of this module and pg.py.
 THREAD = "conversations_thread"
@@ -216,7 +216,7 @@ def progress_statement(
     return f"WITH {', '.join(parts)} SELECT 1", params
 
 
-def _run_update(run_id: str, progress: Any) -> list[Any] | None:
+def _run_update(run_id: str, progress: Progress) -> list[Any] | None:
     """The run row's changes in ``progress`` (its end, its first token's time, its cost), as
     the runs' part reads them; None: the row does not change."""
     outcome = progress.outcome

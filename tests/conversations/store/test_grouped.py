@@ -38,18 +38,25 @@ async def test_items_submitted_in_one_turn_of_the_loop_are_one_group() -> None:
     assert db.written == [["a", "b", "c"]]
 
 
-async def test_items_submitted_while_a_group_is_in_flight_are_the_next_group() -> None:
-    db = Database()
+async def submitted_during_a_held_group(db: Database, grouped: Grouped[str]) -> list[object]:
+    """ "a" submitted and its group held in flight; "b", "c" and "d" submitted meanwhile; then
+    the hold released. What each submission returned or raised."""
     db.hold = asyncio.Event()
-    grouped = Grouped(db.write_many)
     first = asyncio.create_task(grouped.submit("a"))
     await asyncio.sleep(0)
     await asyncio.sleep(0)
+    assert db.groups == [["a"]]  # under way
     later = [asyncio.create_task(grouped.submit(item)) for item in "bcd"]
     await asyncio.sleep(0.02)
     assert db.groups == [["a"]]  # one group in flight at a time
     db.hold.set()
-    await asyncio.gather(first, *later)
+    return await asyncio.gather(first, *later, return_exceptions=True)
+
+
+async def test_items_submitted_while_a_group_is_in_flight_are_the_next_group() -> None:
+    db = Database()
+    results = await submitted_during_a_held_group(db, Grouped(db.write_many))
+    assert results == [None] * 4
     assert db.groups == [["a"], ["b", "c", "d"]]
 
 
@@ -96,24 +103,17 @@ async def test_at_once_an_item_submitted_while_idle_is_written_by_its_submitter(
     first = asyncio.get_running_loop().create_task(grouped.submit("a"))
     await asyncio.sleep(0)  # one step of the submitter: its write is under way already
     assert db.groups == [["a"]]
-    later = [asyncio.create_task(grouped.submit(item)) for item in "bcd"]
-    await asyncio.sleep(0.02)
-    assert db.groups == [["a"]]  # one group in flight at a time
     db.hold.set()
-    await asyncio.gather(first, *later)
+    await first
+    db.groups.clear()
+    results = await submitted_during_a_held_group(db, grouped)
+    assert results == [None] * 4
     assert db.groups == [["a"], ["b", "c", "d"]]
 
 
 async def test_at_once_a_refused_item_fails_its_own_submitter_only() -> None:
     db = Database()
-    db.hold = asyncio.Event()
     db.refused = {"c"}
-    grouped = Grouped(db.write_many, at_once=True)
-    first = asyncio.create_task(grouped.submit("a"))
-    await asyncio.sleep(0)
-    later = [asyncio.create_task(grouped.submit(item)) for item in "bcd"]
-    await asyncio.sleep(0.02)
-    db.hold.set()
-    results = await asyncio.gather(first, *later, return_exceptions=True)
+    results = await submitted_during_a_held_group(db, Grouped(db.write_many, at_once=True))
     assert [isinstance(result, ValueError) for result in results] == [False, False, True, False]
     assert db.groups == [["a"], ["b", "c", "d"], ["b"], ["c"], ["d"]]

@@ -183,22 +183,28 @@ async def test_first_token_times_handed_over_together_go_in_the_same_statement(
     ]
 
 
-async def test_batches_handed_over_during_a_write_are_the_next_statement(
-    statements: Statements,
-) -> None:
+async def written_during_a_held_write(statements: Statements, later: Progress) -> None:
+    """Runs "a" to "d": "a" logs a batch and its write is held in flight; "b", "c" and "d"
+    hand ``later`` over meanwhile; then the write is released."""
     await make_runs("a", "b", "c", "d")
     statements.hold = asyncio.Event()
     writer = LoopLogWriter()
     first = asyncio.create_task(writer.write(run_id="a", thread_pk=None, progress=deltas(1)))
     await statements.called.wait()
-    later = [
-        asyncio.create_task(writer.write(run_id=run, thread_pk=None, progress=deltas(1)))
+    handed = [
+        asyncio.create_task(writer.write(run_id=run, thread_pk=None, progress=later))
         for run in ("b", "c", "d")
     ]
     await asyncio.sleep(0.05)
     assert statements.runs_per_call() == [["a"]]  # one write in flight at a time
     statements.hold.set()
-    await asyncio.gather(first, *later)
+    await asyncio.gather(first, *handed)
+
+
+async def test_batches_handed_over_during_a_write_are_the_next_statement(
+    statements: Statements,
+) -> None:
+    await written_during_a_held_write(statements, deltas(1))
     assert statements.runs_per_call() == [["a"], ["b", "c", "d"]]
 
 
@@ -325,18 +331,7 @@ async def test_an_inline_run_hands_its_first_token_time_and_its_end_to_the_loops
 async def test_runs_ending_while_a_write_is_in_flight_end_in_one_statement(
     statements: Statements,
 ) -> None:
-    await make_runs("a", "b", "c", "d")
-    statements.hold = asyncio.Event()
-    writer = LoopLogWriter()
-    first = asyncio.create_task(writer.write(run_id="a", thread_pk=None, progress=deltas(1)))
-    await statements.called.wait()
-    ends = [
-        asyncio.create_task(writer.write(run_id=run, thread_pk=None, progress=ended(2)))
-        for run in ("b", "c", "d")
-    ]
-    await asyncio.sleep(0.05)
-    statements.hold.set()
-    await asyncio.gather(first, *ends)
+    await written_during_a_held_write(statements, ended(2))
     assert statements.ends == [[], ["b", "c", "d"]]
     for run_id in ("b", "c", "d"):
         run = await Run.objects.select_related("thread").aget(pk=run_id)
