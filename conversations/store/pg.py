@@ -123,6 +123,16 @@ def _settle(stored: asyncio.Future[None], writing: asyncio.Task[None]) -> None:
         stored.set_result(None)
 
 
+# Every statement of this store finds its rows by key. psycopg prepares a statement on its
+# fifth run and PostgreSQL then keeps one generic plan for it, planned for the tables as they
+# were: on a new site that is nearly empty, where a sequential scan is cheapest, and nothing
+# replans it until an ANALYZE (autovacuum's first comes after a minute or more). Meanwhile
+# the tables grow and each run's end scanned the whole runs table: 0.25 ms per end growing to
+# 0.7 ms within 30 s at one conversation. With sequential scans priced out, the plan is the
+# index's whatever the statistics say.
+SESSION_SETUP = "SET enable_seqscan = off"
+
+
 class _Pools:
     """One async pool per event loop (a pool is bound to the loop that opened it)."""
 
@@ -140,6 +150,7 @@ class _Pools:
             _conninfo(),
             max_size=int(runtime_setting("DATABASE_ASYNC_POOL_MAX")),
             timeout=float(runtime_setting("DATABASE_WAIT_SECONDS")),
+            session_setup=SESSION_SETUP,
         )
         self._pools[id(loop)] = (loop, pool)
         return pool
@@ -306,7 +317,7 @@ class PgTurnStore:
         # Statement 2, with the other turns' of this loop that come meanwhile (grouped.py): the
         # run, the new messages and the thread's status, atomically. The look-up's connection
         # is free by then.
-        write = _TurnWrite(
+        write = TurnWrite(
             run=[
                 turn.run_id,
                 thread_pk,
@@ -540,7 +551,7 @@ FROM t
 """
 
 
-class _TurnWrite(NamedTuple):
+class TurnWrite(NamedTuple):
     run: list[Any]
     messages: list[tuple[Any, ...]]
     thread: list[Any]
@@ -580,19 +591,22 @@ _UPDATE_THREADS = (
 _WRITE_TURNS = f"WITH runs AS ({_INSERT_RUNS}), messages AS ({_INSERT_MESSAGES}) {_UPDATE_THREADS}"
 
 
-async def _write_turns(writes: Sequence[_TurnWrite]) -> None:
-    """The turns' writes in ONE statement, atomic as a whole. psycopg's errors are left as
-    they are: the caller tells a raced write by its constraint."""
+def turn_writes_statement(writes: Sequence[TurnWrite]) -> tuple[str, list[str]]:
     threads = _rows([write.thread for write in writes])
-    params = [
+    return _WRITE_TURNS, [
         _rows([write.run for write in writes]),
         _rows([row for write in writes for row in write.messages]),
         threads,
         threads,
     ]
+
+
+async def _write_turns(writes: Sequence[TurnWrite]) -> None:
+    """The turns' writes in ONE statement, atomic as a whole. psycopg's errors are left as
+    they are: the caller tells a raced write by its constraint."""
     pool = await POOLS.get()
     async with pool.connection() as conn:
-        await conn.execute(_WRITE_TURNS, params)
+        await conn.execute(*turn_writes_statement(writes))
 
 
-_turn_writes: PerLoop[Grouped[_TurnWrite]] = PerLoop(lambda: Grouped(_write_turns, at_once=True))
+_turn_writes: PerLoop[Grouped[TurnWrite]] = PerLoop(lambda: Grouped(_write_turns, at_once=True))

@@ -4,7 +4,8 @@ psycopg_pool's ``AsyncConnectionPool`` checks, resets and hands over connections
 conditions and background tasks; at 50 concurrent conversations that bookkeeping took ~7 % of
 the server's CPU (py-spy), more than the statements it served. A turn's needs are simpler:
 autocommit connections, a bound on how many exist, a bounded wait for one, and never reusing
-one that is broken or left inside a transaction. That is all this does.
+one that is broken or left inside a transaction, and a statement run once on each new
+connection to set its session up. That is all this does.
 """
 
 from __future__ import annotations
@@ -23,8 +24,11 @@ class PoolTimeout(psycopg.OperationalError):
 
 
 class TurnPool:
-    def __init__(self, conninfo: str, *, max_size: int, timeout: float) -> None:
+    def __init__(
+        self, conninfo: str, *, max_size: int, timeout: float, session_setup: str = ""
+    ) -> None:
         self._conninfo = conninfo
+        self._session_setup = session_setup
         self._timeout = timeout
         self._slots = asyncio.Semaphore(max_size)
         self._idle: list[AsyncConnection] = []
@@ -54,7 +58,14 @@ class TurnPool:
             self._slots.release()
 
     async def _connect(self) -> AsyncConnection:
-        return await AsyncConnection.connect(self._conninfo, autocommit=True)
+        conn = await AsyncConnection.connect(self._conninfo, autocommit=True)
+        if self._session_setup:
+            try:
+                await conn.execute(self._session_setup)
+            except BaseException:
+                await conn.close()
+                raise
+        return conn
 
     def _give_back(self, conn: AsyncConnection) -> None:
         reusable = (

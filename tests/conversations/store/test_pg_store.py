@@ -28,6 +28,7 @@ from conversations.services.threads import ThreadNotAvailable
 from conversations.store import pg as pg_store
 from conversations.store.orm import OrmTurnStore
 from conversations.store.pg import POOLS, PgTurnStore
+from conversations.store.pg_progress import progress_statement
 from conversations.store.types import (
     PreparedTurn,
     Progress,
@@ -900,7 +901,7 @@ def _message_reads(plan: dict[str, Any], under: str | None = None) -> list[dict[
     return found
 
 
-def _other_threads(*, threads: int, turns: int) -> None:
+def _other_threads(*, threads: int, turns: int, analyze: bool = True) -> None:
     from django.db import connection
 
     now = timezone.now()
@@ -921,8 +922,9 @@ def _other_threads(*, threads: int, turns: int) -> None:
             )
             for p in range(2 * turns)
         )
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE")  # as autovacuum would
+    if analyze:
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")  # as autovacuum would
 
 
 async def test_a_gap_in_the_positions_never_keeps_an_omitted_message_current(
@@ -1031,6 +1033,94 @@ def _explain_generic_progress(entries: list[RunProgress]) -> dict[str, Any]:
         finally:
             cursor.execute("DEALLOCATE ALL")
             cursor.execute("RESET plan_cache_mode")
+
+
+async def test_a_run_end_planned_on_nearly_empty_tables_still_reads_only_its_rows_later(
+    pg: PgTurnStore,
+) -> None:
+    # A new site: the end statement's generic plan is made while the tables hold a few rows,
+    # then they grow, and no ANALYZE comes in between to replan it (autovacuum's first comes
+    # a minute or more later). A plan scanning the runs table then reads every run.
+    ended = [
+        await pg.prepare(turn=record(f"t-young-{n}", history("q")), reap=never_reap)
+        for n in range(3)
+    ]
+    entries = [RunProgress(turn.run_id, turn.thread_pk, finished()) for turn in ended]
+    statement = progress_statement(entries, now=timezone.now(), rows=pg_store._rows)
+    assert statement is not None
+
+    plan = await _explain_generic_plan_made_before_growth(*statement)
+
+    assert _reads_by_key(plan, "conversations_run", "conversations_thread") <= 2 * len(entries)
+    assert [(await Run.objects.aget(pk=turn.run_id)).is_finished for turn in ended] == [True] * 3
+
+
+async def test_a_turn_write_planned_on_nearly_empty_tables_still_reads_only_its_rows_later(
+    pg: PgTurnStore,
+) -> None:
+    now = timezone.now()
+    threads = [
+        await Thread.objects.acreate(thread_id=f"t-young-write-{n}", created_at=now, updated_at=now)
+        for n in range(3)
+    ]
+    writes = [
+        pg_store.TurnWrite(
+            run=[
+                *(f"r-young-{t.pk}", t.pk, "default", "agui", "Chat", ""),
+                *("running", now, now, now, None, 1),
+            ],
+            messages=[],
+            thread=[t.pk, "running", now, ""],
+        )
+        for t in threads
+    ]
+
+    plan = await _explain_generic_plan_made_before_growth(*pg_store.turn_writes_statement(writes))
+
+    assert _reads_by_key(plan, "conversations_thread") <= 2 * len(writes)
+    assert [(await Thread.objects.aget(pk=t.pk)).status for t in threads] == ["running"] * 3
+
+
+def _reads_by_key(plan: dict[str, Any], *relations: str) -> int:
+    """The most rows any node reading ``relations`` handled (0 when none reads them)."""
+    reads = [
+        _rows_handled(node)
+        for node in _nodes(plan)
+        if node.get("Relation Name") in relations and node["Node Type"] != "ModifyTable"
+    ]
+    assert reads, "the plan reads none of " + ", ".join(relations)
+    return max(reads)
+
+
+async def _explain_generic_plan_made_before_growth(sql: str, params: list[Any]) -> dict[str, Any]:
+    """EXPLAIN ANALYZE of ``sql`` on a connection of the store's pool, run with the generic
+    plan PostgreSQL made for it while the tables held a few rows, statistics included; then
+    400 threads, 1,600 runs and 3,200 messages were added and nothing analyzed them (a new
+    site before autovacuum's next pass)."""
+    pool = await POOLS.get()
+    async with pool.connection() as conn:
+        cursor = psycopg.AsyncClientCursor(conn)
+        # The statistics of the nearly empty tables, whatever the tests before left.
+        await cursor.execute(
+            "ANALYZE conversations_thread, conversations_run, conversations_message"
+        )
+        await cursor.execute("SET plan_cache_mode = force_generic_plan")
+        try:
+            numbered = sql.replace("%s", "${}").format(*range(1, len(params) + 1))
+            await cursor.execute("PREPARE planned_young AS " + numbered)
+            literals = ", ".join(["%s"] * len(params))
+            # Plans it (cached from now on) without running it.
+            await cursor.execute(f"EXPLAIN (FORMAT JSON) EXECUTE planned_young({literals})", params)
+            await sync_to_async(_other_threads)(threads=400, turns=4, analyze=False)
+            await cursor.execute(
+                f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE planned_young({literals})", params
+            )
+            row = await cursor.fetchone()
+            assert row is not None
+            return row[0][0]["Plan"]
+        finally:
+            await cursor.execute("DEALLOCATE ALL")
+            await cursor.execute("RESET plan_cache_mode")
 
 
 async def test_turns_prepared_at_once_are_written_in_one_statement_like_the_orm_writes_them(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
+import psycopg
 import pytest
 
 from conversations.store.pg import _conninfo
@@ -67,3 +68,35 @@ async def test_a_connection_left_inside_a_transaction_is_not_handed_out_again(
     async with pool.connection() as second:
         assert second is not first
         assert await (await second.execute("SELECT 3")).fetchone() == (3,)
+
+
+async def test_each_new_connection_runs_the_session_set_up_once() -> None:
+    pool = TurnPool(_conninfo(), max_size=2, timeout=0.3, session_setup="SET enable_seqscan = off")
+    try:
+        async with pool.connection() as first, pool.connection() as second:
+            for conn in (first, second):
+                assert await (await conn.execute("SHOW enable_seqscan")).fetchone() == ("off",)
+    finally:
+        await pool.close()
+
+
+async def test_a_failing_session_set_up_fails_the_caller_and_frees_the_slot() -> None:
+    pool = TurnPool(_conninfo(), max_size=1, timeout=0.3, session_setup="SET no_such_setting = 1")
+    try:
+        for _ in range(2):  # the slot came back after the first failure
+            with pytest.raises(psycopg.Error):
+                async with pool.connection():
+                    pass
+        assert pool._idle == []
+    finally:
+        await pool.close()
+
+
+async def test_the_stores_pools_price_sequential_scans_out() -> None:
+    from conversations.store.pg import POOLS
+
+    try:
+        async with (await POOLS.get()).connection() as conn:
+            assert await (await conn.execute("SHOW enable_seqscan")).fetchone() == ("off",)
+    finally:
+        await POOLS.close_all()
