@@ -10,6 +10,12 @@ history with every turn as the real clients do.
 A user whose thread reaches ``turns_per_thread`` turns starts a new thread. ``Turn`` holds what
 one request delivered (time to first token, the reply, success); ``Conversation`` builds each
 request body and keeps the history.
+
+``Conversation.body_floor`` pads a body up to that many bytes with a ``padding`` text that
+neither protocol reads: in the GraphQL request's ``extensions`` (graphql-yoga refuses unknown
+top-level parameters), at the top of AG-UI's run input (which has no such field). The request
+then costs its reading and parsing and nothing else. The one-thread row uses it to tell the
+cost of a long body from that of a long thread.
 """
 
 from __future__ import annotations
@@ -65,6 +71,12 @@ def _dumps(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+def _padded(payload: dict[str, Any], padding: str) -> dict[str, Any]:
+    if "query" in payload:  # GraphQL
+        return {**payload, "extensions": {"padding": padding}}
+    return {**payload, "padding": padding}
+
+
 class Conversation:
     """One user's thread: the next request's body, and the history it grows."""
 
@@ -75,9 +87,12 @@ class Conversation:
         self.thread_id = f"bench-{uuid.uuid4()}"
         self.turns = 0
         self._history: list[dict[str, Any]] = []
+        self.body_floor = 0
+        self.last_body_size = 0
 
     def next_body(self) -> bytes:
         self.turns += 1
+        payload: dict[str, Any]
         if self.protocol == V1:
             variables = request_variables(thread_id=self.thread_id, tokens=self.tokens)
             first = variables["data"]["messages"][0]
@@ -85,11 +100,11 @@ class Conversation:
             self._history.append(first)
             variables["data"]["messages"] = self._history
             request = {"operationName": OPERATION_NAME, "query": client_document()}
-            return _dumps({**request, "variables": variables})
-        text = self._user_text()
-        self._history.append({"id": str(uuid.uuid4()), "role": "user", "content": text})
-        return _dumps(
-            {
+            payload = {**request, "variables": variables}
+        else:
+            text = self._user_text()
+            self._history.append({"id": str(uuid.uuid4()), "role": "user", "content": text})
+            payload = {
                 "threadId": self.thread_id,
                 "runId": str(uuid.uuid4()),
                 "tools": [SAY_HELLO_TOOL],
@@ -98,7 +113,14 @@ class Conversation:
                 "state": {},
                 "messages": self._history,
             }
-        )
+        body = _dumps(payload)
+        if self.body_floor > len(body):
+            overhead = len(_dumps(_padded(payload, ""))) - len(body)
+            short_by = self.body_floor - len(body) - overhead
+            if short_by > 0:
+                body = _dumps(_padded(payload, "x" * short_by))
+        self.last_body_size = len(body)
+        return body
 
     def _user_text(self) -> str:
         if self.delay_ms is None:

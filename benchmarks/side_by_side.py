@@ -16,7 +16,9 @@ Rows (``--rows``, all by default):
   nothing) and how busy both cores were, to tell the server's limit from the machine's.
 - ``single``: one user, 200-token replies: req/s, TTFT p50.
 - ``flat``: one user, a thread taken to ``--flat-turns`` (120) turns: server CPU and TTFT over
-  its last ten turns, measured alternately with turns 2-11 of a new thread.
+  its last ten turns, measured alternately with turns 2-11 of a new thread, and with turns
+  2-11 of another new thread whose bodies are padded to the long thread's size (the target
+  leaves the body's reading out: this tells the body's cost from the thread's).
 - ``paced``: ``--paced-users`` (300) users at once, 100 tokens 20 ms apart (v2): failures,
   TTFT p95, server CPU ms/req; ``--big-users`` (1,000) the same for the project (and TS).
 - ``celery``: the project with a Celery worker (Redis; one process, the threads pool with the
@@ -188,30 +190,40 @@ def flatness_schedule(turns: int, window: int = FLAT_WINDOW) -> list[tuple[str, 
     """The one-thread row's turns in order: (thread, window measured or None).
 
     The long thread is taken, unmeasured, to ``turns - window`` turns; then its last ``window``
-    turns alternate with turns 2 to ``window + 1`` of a new thread (whose first turn goes
-    first, unmeasured). Both windows are measured at the same time: measured one after the
-    other, they were minutes apart, and this machine's speed drifts more than that between
-    them (the TypeScript runtime's own turns 111-120 once read 33.8, 38.1 and 49.0 ms)."""
+    turns are interleaved with turns 2 to ``window + 1`` of two new threads, "short" and
+    "sized" (whose bodies are padded to the long thread's size), whose first turns go first,
+    unmeasured. The three windows are measured at the same time, each of the three first in
+    turn: measured one after the other, they were minutes apart, and this machine's speed
+    drifts more than that between them (the TypeScript runtime's own turns 111-120 once read
+    33.8, 38.1 and 49.0 ms)."""
     steps: list[tuple[str, str | None]] = [("long", None)] * (turns - window)
-    steps.append(("short", None))
+    steps.extend([("short", None), ("sized", None)])
+    triple = [("short", "early"), ("sized", "early_sized"), ("long", "late")]
     for index in range(window):
-        pair = [("short", "early"), ("long", "late")]
-        steps.extend(pair if index % 2 == 0 else pair[::-1])
+        shift = index % 3
+        steps.extend(triple[shift:] + triple[:shift])
     return steps
 
 
 def measure_flatness(server: Server, *, protocol: str, turns: int) -> dict[str, Any]:
-    """One user, two threads: CPU and TTFT of turns 2-11 of one and of the last ten turns of
-    the other, ``turns`` long, measured alternately (``flatness_schedule``)."""
+    """One user, three threads: CPU and TTFT of turns 2-11 of two (one with bodies as large as
+    the third's) and of the last ten turns of the third, ``turns`` long, measured alternately
+    (``flatness_schedule``)."""
 
-    async def run() -> dict[str, list[tuple[float, float]]]:
-        measured: dict[str, list[tuple[float, float]]] = {"early": [], "late": []}
+    async def run() -> dict[str, list[tuple[float, float, int]]]:
+        measured: dict[str, list[tuple[float, float, int]]] = {
+            "early": [],
+            "early_sized": [],
+            "late": [],
+        }
         async with new_session(1) as session:
             threads = {
-                "long": Conversation(protocol, tokens=50),
-                "short": Conversation(protocol, tokens=50),
+                name: Conversation(protocol, tokens=50) for name in ("long", "short", "sized")
             }
             for thread, window in flatness_schedule(turns):
+                if thread == "sized":
+                    # The long thread's last body; its next one is a turn (~0.5 %) longer.
+                    threads["sized"].body_floor = threads["long"].last_body_size
                 before = server.precise_cpu_seconds()
                 turn = await send_turn(session, server.url, threads[thread])
                 await asyncio.sleep(0.01)  # the run's last write lands before the sample
@@ -219,18 +231,17 @@ def measure_flatness(server: Server, *, protocol: str, turns: int) -> dict[str, 
                     raise RuntimeError(f"flatness turn failed on {server.name}: {turn.failure}")
                 if window is not None:
                     cpu_ms = (server.precise_cpu_seconds() - before) * 1000
-                    measured[window].append((cpu_ms, (turn.ttft or 0) * 1000))
+                    size = threads[thread].last_body_size
+                    measured[window].append((cpu_ms, (turn.ttft or 0) * 1000, size))
         return measured
 
     measured = asyncio.run(run())
-    early, late = measured["early"], measured["late"]
-    return {
-        "turns": turns,
-        "early_cpu_ms": statistics.mean(r[0] for r in early),
-        "late_cpu_ms": statistics.mean(r[0] for r in late),
-        "early_ttft_ms": statistics.median(r[1] for r in early),
-        "late_ttft_ms": statistics.median(r[1] for r in late),
-    }
+    figures: dict[str, Any] = {"turns": turns}
+    for window, rows in measured.items():
+        figures[f"{window}_cpu_ms"] = statistics.mean(r[0] for r in rows)
+        figures[f"{window}_ttft_ms"] = statistics.median(r[1] for r in rows)
+        figures[f"{window}_body_bytes"] = statistics.median(r[2] for r in rows)
+    return figures
 
 
 def _median_figures(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -585,6 +596,10 @@ def table_rows(results: dict[str, Any]) -> list[Row]:
             add(label, f"CPU ms, turns {turns - 9}-{turns}", ts, ours, "late_cpu_ms", "lower")
             add(label, "TTFT ms, turns 2-11", ts, ours, "early_ttft_ms", "lower")
             add(label, f"TTFT ms, turns {turns - 9}-{turns}", ts, ours, "late_ttft_ms", "lower")
+            if "early_sized_cpu_ms" in ours:
+                sized = f"{label}, bodies padded to turn {turns}'s"
+                add(sized, "CPU ms, turns 2-11", ts, ours, "early_sized_cpu_ms", "lower")
+                add(sized, "TTFT ms, turns 2-11", ts, ours, "early_sized_ttft_ms", "lower")
     for key in sorted(k for k in found if k.startswith("paced_")):
         ts, ours = pair(key)
         label = f"v2 {key.removeprefix('paced_')} paced streams"

@@ -107,6 +107,32 @@ def test_a_v2_user_resends_its_history_with_a_fresh_run_id_each_turn() -> None:
     assert second["threadId"] == first["threadId"] and second["runId"] != first["runId"]
 
 
+@pytest.mark.parametrize("protocol", [V1, V2])
+def test_a_body_floor_pads_the_body_with_a_field_neither_protocol_reads(protocol: str) -> None:
+    plain, padded = Conversation(protocol, tokens=2), Conversation(protocol, tokens=2)
+    padded.thread_id = plain.thread_id
+    padded.body_floor = 5_000
+
+    unpadded_body, padded_body = plain.next_body(), padded.next_body()
+
+    assert len(padded_body) == padded.last_body_size == 5_000
+    assert plain.last_body_size == len(unpadded_body) < 5_000
+    request, padded_request = json.loads(unpadded_body), json.loads(padded_body)
+    if protocol == V1:  # graphql-yoga refuses unknown top-level parameters
+        assert set(padded_request.pop("extensions")) == {"padding"}
+    else:
+        assert set(padded_request.pop("padding")) == {"x"}
+    for body in (request, padded_request):  # the fresh ids and clocks aside, the same request
+        messages = body["variables"]["data"]["messages"] if protocol == V1 else body["messages"]
+        for message in messages:
+            message.pop("id", None)
+            message.pop("createdAt", None)
+        body.pop("runId", None)
+    assert padded_request == request
+    padded.body_floor = 10  # a floor below the body's size leaves it as it is
+    assert b"padding" not in padded.next_body()
+
+
 def test_a_run_error_is_a_failed_turn() -> None:
     turn = Turn(started_at=0.0)
     observe_v2_event(turn, {"type": "RUN_ERROR", "code": "X", "message": "boom"}, now=1.0)
@@ -209,7 +235,7 @@ def test_an_answer_ending_without_a_final_status_is_a_failure_that_shows_it(
 # --- the one-thread row ------------------------------------------------------------------------
 
 
-def test_the_one_thread_row_measures_turns_2_to_11_and_the_last_ten_alternately() -> None:
+def test_the_one_thread_row_measures_turns_2_to_11_twice_and_the_last_ten_in_turn() -> None:
     steps = flatness_schedule(120)
 
     def turn_numbers(thread: str, window: str) -> list[int]:
@@ -223,16 +249,17 @@ def test_the_one_thread_row_measures_turns_2_to_11_and_the_last_ten_alternately(
 
     assert sum(1 for name, _ in steps if name == "long") == 120
     assert turn_numbers("short", "early") == list(range(2, 12))
+    assert turn_numbers("sized", "early_sized") == list(range(2, 12))
     assert turn_numbers("long", "late") == list(range(111, 121))
-    assert [measured for _, measured in steps if measured is not None] == [
-        "early",
-        "late",
-        "late",
-        "early",
-    ] * 5
+    measured = [window for _, window in steps if window is not None]
+    assert len(measured) == 30
+    # Each window goes first, second and third about as often.
+    for window in ("early", "early_sized", "late"):
+        places = [measured[i : i + 3].index(window) for i in range(0, 30, 3)]
+        assert sorted(set(places)) == [0, 1, 2], (window, places)
     # Nothing measured before the long thread reached its window.
-    first_measured = next(i for i, (_, measured) in enumerate(steps) if measured is not None)
-    assert first_measured == 111
+    first_measured = next(i for i, (_, window) in enumerate(steps) if window is not None)
+    assert first_measured == 112
 
 
 # --- installing the peers ------------------------------------------------------------------------
