@@ -132,6 +132,10 @@ class _Flusher:
                 self.unstored = True
                 return
             self._stored = None
+        if outcome is None and self._closing:
+            # The run ended while this write waited for its turn's write: close() takes
+            # everything, the run's end events with its status.
+            return
         batch = self._recorder.take_batch()
         first_position = self._next_position
         if first_position is not None:
@@ -302,10 +306,14 @@ async def run_execute(
         whose stream has ended may send its follow-up at once, and must not find the thread
         still busy."""
         finished = RunFinished(status=str(outcome.status))
-        recorder.observe(finished)
         tracer.observe(finished)
+        # Pricing the spans may wait (it reads the price table now and then): before the
+        # recorder sees the run's end, and with nothing awaited between that and close(), so
+        # no flush falling due meanwhile logs and announces the end ahead of the run's status.
+        trace = await tracer.close()
+        recorder.observe(finished)
         try:
-            await flusher.close(outcome, await tracer.close())
+            await flusher.close(outcome, trace)
         except Exception:
             # Every run ends: its end is recorded even when what it produced cannot be.
             logger.exception("storing the end of run %s failed; ending it as failed", run_id)

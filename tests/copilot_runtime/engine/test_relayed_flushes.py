@@ -125,3 +125,38 @@ async def test_a_model_slow_to_answer_holds_the_earlier_events_one_interval_at_m
     assert writes.first_with_a_token() == 1, writes.types  # the earlier events went first
     assert writes.types[0] == logged[: len(writes.types[0])]
     assert writes.times[1] - writes.times[0] > 0.2  # at the interval, not with the token
+
+
+async def test_the_runs_finish_is_written_and_announced_only_with_its_end(
+    fake_upstream: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Pricing the run's model calls reads the price table now and then (a thread hop and a
+    # query). A flush falling due meanwhile logged and announced run_finished ahead of the
+    # run's status: a client told the run had finished sent its follow-up at once and found
+    # the thread busy (once in ~1,300 turns of the celery shape).
+    from copilot_runtime.tracing import tracer as tracer_module
+
+    prices_cached = tracer_module.prices_cached
+
+    async def slow_price_table() -> Any:
+        await asyncio.sleep(0.15)  # several flush intervals
+        return await prices_cached()
+
+    monkeypatch.setattr(tracer_module, "prices_cached", slow_price_table)
+    entries: list[tuple[list[str], bool]] = []
+    store_class = type(turn_store())
+    record_many = store_class.record_many
+
+    async def recording(self: Any, **kwargs: Any) -> None:
+        for entry in kwargs["entries"]:
+            types = [event.type for event in entry.progress.events]
+            entries.append((types, entry.progress.outcome is not None))
+        await record_many(self, **kwargs)
+
+    monkeypatch.setattr(store_class, "record_many", recording)
+
+    run_id = await _execute_as_a_worker(fake_upstream, tokens=3, delay_ms=0, flush_ms=20)
+
+    finishing = [has_outcome for types, has_outcome in entries if "run_finished" in types]
+    assert finishing == [True], entries
+    assert (await _logged_types(run_id))[-1] == "run_finished"

@@ -1,0 +1,66 @@
+"""A run's flusher (engine/execute.py): its batches and its end, in order.
+
+The run's end events and its status go out in one write: a follower told the run has finished
+may send its follow-up at once, and must not find the thread busy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from conversations.models import RunStatus
+from conversations.services.runs import RunOutcome, Usage
+from conversations.store.types import PreparedTurn, Progress
+from copilot_runtime.engine import execute
+from copilot_runtime.engine.recorder import RunRecorder
+from copilot_runtime.events import RunFinished, TextDelta, TextStart
+
+
+class Writes:
+    """Each write handed to the loop's log writer: its event types, and whether it ends the run."""
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[list[str], bool]] = []
+
+    async def write(self, *, run_id: str, thread_pk: int | None, progress: Progress) -> None:
+        self.writes.append(
+            ([event.type for event in progress.events], progress.outcome is not None)
+        )
+
+
+@pytest.fixture
+def writes(monkeypatch: pytest.MonkeyPatch) -> Writes:
+    seen = Writes()
+    monkeypatch.setattr(execute, "log_writer_for_loop", lambda: seen)
+    return seen
+
+
+async def test_a_run_ending_while_a_flush_waits_for_its_turns_write_ends_in_one_write(
+    writes: Writes,
+) -> None:
+    # An inline run starts while its turn's write is in flight; a flush falls due and waits
+    # for that write; the run ends meanwhile. Taken after the wait, that flush's batch held
+    # run_finished without the run's status.
+    stored: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    prepared = PreparedTurn(run_id="r", thread_id="t", thread_pk=1, next_position=0, stored=stored)
+    recorder = RunRecorder(run_id="r", thread_id="t", agent_name="default")
+    flusher = execute._Flusher(recorder, 0.001, prepared, first_token_at_once=False)
+    recorder.observe(TextStart(message_id="m"))
+    recorder.observe(TextDelta(message_id="m", delta="Hi"))
+    flusher.poke()
+    await asyncio.sleep(0.02)  # the flush fell due, and waits for the turn's write
+
+    recorder.observe(RunFinished(status="succeeded"))
+    closing = asyncio.create_task(
+        flusher.close(RunOutcome(status=RunStatus.SUCCEEDED, usage=Usage()))
+    )
+    await asyncio.sleep(0)
+    stored.set_result(None)  # the turn's write commits
+    await closing
+
+    assert [ends for types, ends in writes.writes if "run_finished" in types] == [True]
+    logged: list[Any] = [t for types, _ in writes.writes for t in types]
+    assert logged == ["text_start", "text_delta", "run_finished"]
