@@ -592,6 +592,7 @@ _WRITE_TURNS = f"WITH runs AS ({_INSERT_RUNS}), messages AS ({_INSERT_MESSAGES})
 
 
 def turn_writes_statement(writes: Sequence[TurnWrite]) -> tuple[str, list[str]]:
+    """The one statement writing ``writes``, and its parameters."""
     threads = _rows([write.thread for write in writes])
     return _WRITE_TURNS, [
         _rows([write.run for write in writes]),
