@@ -70,12 +70,25 @@ async def test_a_connection_left_inside_a_transaction_is_not_handed_out_again(
         assert await (await second.execute("SELECT 3")).fetchone() == (3,)
 
 
-async def test_each_new_connection_runs_the_session_set_up_once() -> None:
+async def test_each_new_connection_runs_the_session_set_up() -> None:
     pool = TurnPool(_conninfo(), max_size=2, timeout=0.3, session_setup="SET enable_seqscan = off")
     try:
         async with pool.connection() as first, pool.connection() as second:
             for conn in (first, second):
                 assert await (await conn.execute("SHOW enable_seqscan")).fetchone() == ("off",)
+    finally:
+        await pool.close()
+
+
+async def test_a_connection_handed_out_again_is_not_set_up_again() -> None:
+    # Creating the same temporary table twice on one connection fails.
+    pool = TurnPool(_conninfo(), max_size=1, timeout=0.3, session_setup="CREATE TEMP TABLE ran ()")
+    try:
+        async with pool.connection() as first:
+            pass
+        async with pool.connection() as again:
+            assert again is first
+            assert await (await again.execute("SELECT count(*) FROM ran")).fetchone() == (0,)
     finally:
         await pool.close()
 
