@@ -16,7 +16,8 @@ import threading
 from collections.abc import Coroutine
 from typing import Any
 
-from celery import shared_task
+from celery import Task, shared_task
+from celery.app.task import Context
 from celery.concurrency.thread import TaskPool as ThreadTaskPool
 from celery.signals import worker_process_init, worker_ready
 
@@ -111,10 +112,22 @@ worker_process_init.connect(_settle_pool_process, weak=False)
 worker_ready.connect(_on_worker_ready, weak=False)
 
 
-@shared_task(name=EXECUTE_RUN_TASK, acks_late=True, reject_on_worker_lost=True)
-def execute_run(run_id: str, placement: dict[str, Any] | None = None) -> str:
+@shared_task(bind=True, name=EXECUTE_RUN_TASK, acks_late=True, reject_on_worker_lost=True)
+def execute_run(self: Task, run_id: str, placement: dict[str, Any] | None = None) -> str:
     """Execute one prepared run. A redelivered task finds the run started and does nothing."""
-    return _run_on_process_loop(run_execute_stored(run_id=run_id, placement=placement))
+    return _run_on_process_loop(
+        run_execute_stored(
+            run_id=run_id, placement=placement, first_delivery=first_delivery(self.request)
+        )
+    )
+
+
+def first_delivery(request: Context) -> bool:
+    """Whether the broker delivers the task for the first time. Brokers flag a message they
+    deliver again: RabbitMQ itself, kombu's Redis transport when it restores a message that a
+    lost or stopping worker had not acknowledged. A task applied locally (``apply``) has no
+    such flag and counts as a redelivery, as does anything else without one."""
+    return (request.delivery_info or {}).get("redelivered") is False
 
 
 @shared_task(name="copilot.reap_stale_runs")

@@ -213,8 +213,13 @@ class _Watchdog:
         self._target = target
         self._in_process = in_process
         self._tasks: list[asyncio.Task[None]] = []
+        self._started = False
+        self._stopped = False
 
     def start(self) -> None:
+        if self._started or self._stopped:
+            return  # a claim that committed after the run had ended: nothing left to watch
+        self._started = True
         # The heartbeat is renewed with every other run of this loop's (one statement).
         heartbeat_for_loop().register(self._run_id, self._stop_target)
         self._tasks = []
@@ -248,10 +253,28 @@ class _Watchdog:
         """Stop watching. Not awaited: a listener blocked in the layer's receive may only notice
         its cancellation when that read times out (seconds with Redis), and the run's end must
         not wait for it."""
+        self._stopped = True
+        if not self._started:
+            return
         heartbeat_for_loop().unregister(self._run_id)
         for task in self._tasks:
             task.cancel()
             task.add_done_callback(_ignore_outcome)
+
+
+class RunNotPending(Exception):
+    """The run was claimed already (a duplicate delivery) or stopped before it started."""
+
+
+async def _claim(*, run_id: str, model: str) -> None:
+    if not await turn_store().mark_running(run_id=run_id, model=model):
+        logger.info("run %s is not pending any more; this delivery stores nothing", run_id)
+        raise RunNotPending(run_id)
+
+
+def _watch_if_claimed(claim: asyncio.Future[None], watchdog: _Watchdog) -> None:
+    if not claim.cancelled() and claim.exception() is None:
+        watchdog.start()
 
 
 def _stop_if_unstored(stored: asyncio.Future[None], turn_task: asyncio.Task[Any]) -> None:
@@ -272,9 +295,14 @@ async def run_execute(
     publish: Callable[[Event], None] | None = None,
     prepared: PreparedTurn | None = None,
     started: bool = False,
+    claim_while_streaming: bool = False,
 ) -> str:
     """Run the turn of a prepared run to its end; returns the final status ("" when the run
-    was not pending, e.g. a redelivered task whose run already started)."""
+    was not pending, e.g. a redelivered task whose run already started).
+
+    ``claim_while_streaming``: mark the run running at the same time as the model is asked,
+    rather than before (a round trip off a relayed run's first token). For a task's first
+    delivery only: a duplicate then asks the model too, though it stores and tells nothing."""
     adapter = adapter_from_settings(request.agent_name)
     model = request.forwarded.model or adapter.default_model
     recorder = RunRecorder(run_id=run_id, thread_id=thread_id, agent_name=request.agent_name)
@@ -287,6 +315,14 @@ async def run_execute(
     # the log's batches are the stream's pace, and the first token is written at once (with
     # whatever the run emitted before it).
     flush_ms = runtime_setting("INLINE_EVENT_FLUSH_MS" if publish else "EVENT_FLUSH_MS")
+    claim: asyncio.Future[None] | None = None
+    if claim_while_streaming and not started and prepared is not None and prepared.stored is None:
+        # The run is claimed (pending -> running) while the model is already asked, and
+        # counts as a turn whose write is in flight: nothing of it is written, announced or
+        # acted on before the claim commits, and nothing at all if the run was not pending.
+        claim = asyncio.ensure_future(_claim(run_id=run_id, model=model))
+        prepared = dataclasses.replace(prepared, stored=claim)
+        started = True
     flusher = _Flusher(
         recorder,
         float(flush_ms) / 1000,
@@ -367,7 +403,12 @@ async def run_execute(
         # raced this one onto the thread) stops the run, which then stores nothing.
         stored.add_done_callback(lambda done: _stop_if_unstored(done, turn_task))
     watchdog = _Watchdog(run_id, turn_task, in_process=publish is not None)
-    watchdog.start()
+    if claim is None:
+        watchdog.start()
+    else:
+        # Watched once it is this run's: a duplicate must not take over (or end) the heartbeat
+        # of the delivery that executes the run.
+        claim.add_done_callback(lambda done: _watch_if_claimed(done, watchdog))
     status = RunStatus.SUCCEEDED
     limit = float(runtime_setting("RUN_TIME_LIMIT_SECONDS"))
     try:

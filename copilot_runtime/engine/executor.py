@@ -98,8 +98,8 @@ async def enqueue_run(*, run_id: str, placement: dict[str, Any] | None = None) -
             await publish_task(app, name=EXECUTE_RUN_TASK, **_task_arguments(run_id, placement))
             return
         except (RedisConnectionError, RedisTimeoutError, OSError):
-            # Pushed twice at worst (a timeout after the push): the second delivery finds the
-            # run started and does nothing.
+            # Pushed twice at worst (a timeout after the push): the second delivery's claim
+            # fails, and it stores and tells nothing (it may have asked the model meanwhile).
             logger.warning("queueing run %s on Redis failed; Celery publishes it", run_id)
     await sync_to_async(enqueue_on_worker)(run_id=run_id, placement=placement)
 
@@ -187,9 +187,13 @@ async def run_cancel(*, run_id: str) -> bool:
     return requested
 
 
-async def run_execute_stored(*, run_id: str, placement: dict[str, Any] | None = None) -> str:
+async def run_execute_stored(
+    *, run_id: str, placement: dict[str, Any] | None = None, first_delivery: bool = False
+) -> str:
     """Execute a run prepared by another process (the Celery task): from the task's
-    ``placement`` when it has one, else from what the run stored."""
+    ``placement`` when it has one, else from what the run stored. ``first_delivery``: the
+    broker says the task was not delivered before, so the run is claimed while its model is
+    already asked (a redelivered task learns that its run started before asking)."""
     if placement is not None:
         prepared = PreparedTurn(
             run_id=run_id,
@@ -202,6 +206,7 @@ async def run_execute_stored(*, run_id: str, placement: dict[str, Any] | None = 
             thread_id=prepared.thread_id,
             request=turn_request_from_payload(placement["request"]),
             prepared=prepared,
+            claim_while_streaming=first_delivery,
         )
     await sync_to_async(close_old_connections)()
     try:

@@ -9,15 +9,20 @@ import threading
 from typing import Any
 
 import pytest
+from celery import Celery
+from celery.app.task import Context
 from celery.concurrency.prefork import TaskPool as PreforkTaskPool
 from celery.concurrency.thread import TaskPool as ThreadTaskPool
 from celery.signals import worker_ready
+from celery.worker.request import Request
 from kombu.asynchronous.timer import Timer
 
 from copilot_runtime import tasks
 from copilot_runtime.collector import SERVER_THRESHOLDS
+from copilot_runtime.engine.executor import EXECUTE_RUN_TASK
 
 HANDOVER_TIMEOUT = 10.0
+RECEIVE_TIMEOUT = 5.0
 
 
 class Consumer:
@@ -103,3 +108,37 @@ def test_a_prefork_worker_leaves_both_to_its_pool_processes() -> None:
         assert gc.get_threshold() == (700, 10, 10)
     finally:
         consumer.timer.stop()
+
+
+def _delivered(app: Celery, *, acknowledge: bool) -> Context:
+    """The next run task on ``app``'s queue, as the executing task sees its request. Not
+    acknowledged, it goes back on the queue when the connection closes (a worker that stopped
+    or was lost before the end of the run)."""
+    with app.connection_for_read() as connection:
+        queue = connection.SimpleQueue(app.conf.task_default_queue)
+        message = queue.get(timeout=RECEIVE_TIMEOUT)
+        if acknowledge:
+            message.ack()
+        queue.close()
+    return Context(Request(message, app=app, task=tasks.execute_run).request_dict)
+
+
+def test_a_task_kombu_puts_back_on_the_queue_is_not_a_first_delivery(redis_app: Celery) -> None:
+    redis_app.send_task(EXECUTE_RUN_TASK, args=["run-1"])
+
+    first = _delivered(redis_app, acknowledge=False)
+    again = _delivered(redis_app, acknowledge=True)
+
+    assert (tasks.first_delivery(first), tasks.first_delivery(again)) == (True, False)
+
+
+def test_a_task_applied_in_process_is_not_taken_for_a_first_delivery() -> None:
+    seen: list[bool] = []
+    app = Celery("apply-test", set_as_current=False)
+
+    @app.task(bind=True)
+    def delivery(self: Any) -> None:
+        seen.append(tasks.first_delivery(self.request))
+
+    delivery.apply().get()
+    assert seen == [False]

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,34 +22,14 @@ from copilot_runtime.engine.task_publish import (
     task_message,
     task_publish_close,
 )
+from tests.support.redis_broker import redis_test_url
 
 RECEIVE_TIMEOUT = 5.0
 PLACEMENT = {"thread_id": "t1", "thread_pk": 7, "next_position": 3, "request": {"m": "hi"}}
 
 
-def _redis_url() -> str:
-    url = os.environ.get("TEST_REDIS_URL")
-    if not url:
-        pytest.fail("TEST_REDIS_URL is not set: run the suite with scripts/test.sh (make test)")
-    return url
-
-
-@pytest.fixture
-def redis_app() -> Iterator[Celery]:
-    """A Celery app on the test Redis, its default queue a name of its own (no flushing)."""
-    app = Celery("publish-test", broker=_redis_url(), set_as_current=False)
-    app.conf.task_default_queue = f"publish-test-{uuid.uuid4()}"
-    client = redis.Redis.from_url(_redis_url())
-    try:
-        yield app
-    finally:
-        client.delete(app.conf.task_default_queue, "_kombu.binding.celery")
-        client.close()
-        app.close()
-
-
 def _pushed(app: Celery) -> dict[str, Any]:
-    client = redis.Redis.from_url(_redis_url())
+    client = redis.Redis.from_url(redis_test_url())
     try:
         raw = client.rpop(app.conf.task_default_queue)
     finally:
@@ -140,7 +118,7 @@ def _on_publish(**_: Any) -> None:
 )
 def test_anything_more_than_a_plain_push_is_left_to_celery(redis_app: Celery, change: Any) -> None:
     assert fast_publish_possible(redis_app, name=EXECUTE_RUN_TASK)
-    changed = Celery("publish-test-changed", broker=_redis_url(), set_as_current=False)
+    changed = Celery("publish-test-changed", broker=redis_test_url(), set_as_current=False)
     try:
         change(changed)  # before its first use: its router is built once
         assert not fast_publish_possible(changed, name=EXECUTE_RUN_TASK)

@@ -10,8 +10,10 @@ import json
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from celery import Celery
 
 from conversations.models import Run, RunStatus
+from copilot_runtime.engine.executor import EXECUTE_RUN_TASK
 from copilot_runtime.tasks import execute_run
 from tests.e2e.celery.support import fake, in_background, log_entries
 from tests.e2e.js_client import JS_CLIENT_VERSIONS, run_js
@@ -157,3 +159,64 @@ def test_a_redelivered_task_does_not_run_the_turn_twice(
     # The model was asked once.
     assert fake_upstream.stats()["requests"] == 1
     assert worker.tasks_received() == 1
+
+
+CLAIMED_WHILE_ASKING = "this delivery stores nothing"  # the claim failed after the model was asked
+CLAIMED_BEFORE_ASKING = "not starting it twice"  # the run was found started before asking
+
+
+def test_a_first_delivery_claims_while_asking_and_a_put_back_task_claims_first(
+    celery_stack: Any,
+    celery_worker_factory: Any,
+    celery_env: Any,
+    redis_url: str,
+    fake_upstream: FakeUpstream,
+) -> None:
+    server, worker = celery_stack(redis_url)
+    thread_id = "celery-deliveries"
+    data = generate_data(thread_id=thread_id, messages=[text_input("u1", fake({"tokens": 5}))])
+    result = run_js(CLIENT, generate_command(server.url, data))
+    assert result["errors"] == []
+    run = finished_run(result["final"]["runId"])
+    wait_for(lambda: worker.executed_runs() == ["succeeded"], timeout=5, what="the first run")
+    rows = [(row.message_id, row.content) for row in thread_rows(thread_id)]
+    stored = (log_entries(run.pk), rows)
+    placement = {
+        "thread_id": thread_id,
+        "thread_pk": run.thread_id,
+        "next_position": None,
+        "request": run.request_payload,
+    }
+    app = Celery("deliveries", broker=redis_url, set_as_current=False)
+
+    # The same task pushed again (a push that timed out after reaching Redis is sent again):
+    # the broker does not flag it, and the worker claims the run while asking the model.
+    app.send_task(EXECUTE_RUN_TASK, args=[run.pk, placement])
+    wait_for(lambda: len(worker.executed_runs()) == 2, timeout=10, what="the duplicate")
+    assert worker.executed_runs()[1] == ""
+    assert CLAIMED_WHILE_ASKING in worker.log_text()
+    asked = fake_upstream.stats()["requests"]
+    assert asked in (1, 2)  # the duplicate may have asked the model before its claim failed
+
+    # A task a worker took and never acknowledged: kombu puts it back on the queue, flagged as
+    # delivered before, and the next worker learns that its run started before asking.
+    worker.stop()
+    app.send_task(EXECUTE_RUN_TASK, args=[run.pk, placement])
+    with app.connection_for_read() as connection:
+        queue = connection.SimpleQueue(app.conf.task_default_queue)
+        queue.get(timeout=5)
+        queue.close()  # unacknowledged
+    second = celery_worker_factory(env=celery_env(redis_url), name="w2")
+    wait_for(lambda: second.executed_runs() == [""], timeout=10, what="the put-back task")
+    assert CLAIMED_BEFORE_ASKING in second.log_text()
+    assert CLAIMED_WHILE_ASKING not in second.log_text()
+    assert fake_upstream.stats()["requests"] == asked
+
+    rows = [(row.message_id, row.content) for row in thread_rows(thread_id)]
+    assert (log_entries(run.pk), rows) == stored
+    again = Run.objects.get(pk=run.pk)
+    assert (again.status, again.attempts, again.finished_at) == (
+        RunStatus.SUCCEEDED,
+        1,
+        run.finished_at,
+    )

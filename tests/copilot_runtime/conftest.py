@@ -1,0 +1,26 @@
+"""Fixtures shared by the runtime's tests."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+from celery import Celery
+
+from tests.support.redis_broker import redis_test_url
+
+
+@pytest.fixture
+def redis_app() -> Iterator[Celery]:
+    """A Celery app on the test Redis, its default queue a name of its own (no flushing)."""
+    app = Celery("publish-test", broker=redis_test_url(), set_as_current=False)
+    app.conf.task_default_queue = f"publish-test-{uuid.uuid4()}"
+    client = redis.Redis.from_url(redis_test_url())
+    try:
+        yield app
+    finally:
+        client.delete(app.conf.task_default_queue, "_kombu.binding.celery")
+        client.close()
+        app.close()
