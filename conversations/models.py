@@ -185,7 +185,9 @@ class Run(models.Model):
     first_token_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
-    # What the executor needs to run the turn in another process (the parsed request).
+    # What the run keeps of its request: the interrupt answers it carried (the inspector shows
+    # them). The executor's copy of the whole request travels in the run's task; runs queued
+    # by earlier versions hold it here.
     request_payload = models.JSONField(null=True, blank=True, editable=False)
     # Set by a stop; the process executing the run checks it (and is told on the layer).
     cancel_requested = models.BooleanField(default=False)

@@ -87,8 +87,10 @@ def turn_record(*, turn: TurnRecord, reap: Reap) -> PreparedTurn:
     )
     latest_state = dict(latest.state) if latest is not None else None
     if turn.request_payload_for is not None:
-        run.request_payload = turn.request_payload_for(latest_state)
-        run.save(update_fields=["request_payload"])
+        kept = turn.request_payload_for(latest_state)
+        if kept is not None:
+            run.request_payload = kept
+            run.save(update_fields=["request_payload"])
     return PreparedTurn(
         run_id=run.id,
         thread_id=thread.thread_id,

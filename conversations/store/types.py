@@ -34,9 +34,9 @@ class TurnRecord:
     run_id: str
     # The latest stored state of ``agent_name`` is read only when the client sent none.
     want_state: bool = True
-    # Builds the parsed request stored on the run for the process that executes it (Celery),
-    # given the agent's latest stored state (read by the same preparation).
-    request_payload_for: Callable[[dict[str, Any] | None], dict[str, Any]] | None = None
+    # Given the agent's latest stored state (read by the same preparation): builds the request
+    # for the process that executes the run (Celery), and returns what the run keeps of it.
+    request_payload_for: Callable[[dict[str, Any] | None], dict[str, Any] | None] | None = None
     # Executed at once by this process (inline): the run is stored already running, which
     # saves the executor its separate pending -> running write.
     start_running: bool = False

@@ -17,7 +17,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 
-from conversations.models import Run
+from conversations.models import Run, RunStatus
 from conversations.services.runs import run_request_cancel
 from conversations.store.types import PreparedTurn
 from copilot_runtime.conf import runtime_setting
@@ -191,7 +191,7 @@ async def run_execute_stored(
     *, run_id: str, placement: dict[str, Any] | None = None, first_delivery: bool = False
 ) -> str:
     """Execute a run prepared by another process (the Celery task): from the task's
-    ``placement`` when it has one, else from what the run stored. ``first_delivery``: the
+    ``placement`` (tasks of earlier versions: from what the run stored). ``first_delivery``: the
     broker says the task was not delivered before, so the run is claimed while its model is
     already asked (a redelivered task learns that its run started before asking)."""
     if placement is not None:
@@ -211,8 +211,12 @@ async def run_execute_stored(
     await sync_to_async(close_old_connections)()
     try:
         run = await Run.objects.select_related("thread").aget(pk=run_id)
-        if run.request_payload is None:
-            logger.error("run %s has no stored request; cannot execute it", run_id)
+        if run.status != RunStatus.PENDING:
+            logger.info("run %s is not pending any more; not starting it twice", run_id)
+            return ""
+        if "messages" not in (run.request_payload or {}):
+            # Only runs queued by earlier versions stored their whole request.
+            logger.error("the task of run %s carries no request; cannot execute it", run_id)
             return ""
         request = turn_request_from_payload(run.request_payload)
         return await run_execute(run_id=run_id, thread_id=run.thread.thread_id, request=request)

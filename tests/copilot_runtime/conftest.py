@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 from celery import Celery
+from celery._state import get_current_app
 
 from tests.support.redis_broker import redis_test_url
 
@@ -24,3 +25,14 @@ def redis_app() -> Iterator[Celery]:
         client.delete(app.conf.task_default_queue, "_kombu.binding.celery")
         client.close()
         app.close()
+
+
+@pytest.fixture
+def current_redis_app(redis_app: Celery) -> Iterator[Celery]:
+    """``redis_app``, the current app of this thread (the event loop's, which queues runs)."""
+    previous = get_current_app()
+    redis_app.set_current()
+    try:
+        yield redis_app
+    finally:
+        previous.set_current()

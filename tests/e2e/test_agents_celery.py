@@ -104,5 +104,10 @@ def test_a_worker_runs_the_langgraph_agent_through_its_interrupt(
     ]
     # Both ran on the worker, not in the web process.
     assert len(worker.executed_runs()) == 2
+    # What the runs keep of their requests (the task carried the rest): the answer.
+    assert [run.request_payload for run in runs] == [
+        None,
+        {"meta_events": [{"name": "LangGraphInterruptEvent", "value": value, "response": "yes"}]},
+    ]
     latest = AgentState.objects.filter(thread__thread_id=thread_id).latest("id")
     assert latest.state == {"forecast": FORECAST, "approved": "yes"}

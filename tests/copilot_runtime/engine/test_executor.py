@@ -1,14 +1,25 @@
-"""Handing a run to the Celery workers: the message they receive."""
+"""Handing a run to the Celery workers: the message they receive, and what the run keeps."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from celery import Celery
 from celery._state import get_current_app
+from django.contrib.auth.models import AnonymousUser
+from django.test import override_settings
 
-from copilot_runtime.engine.executor import EXECUTE_RUN_TASK, enqueue_on_worker
+from conversations.models import Run, RunStatus
+from copilot_runtime.engine.executor import (
+    EXECUTE_RUN_TASK,
+    enqueue_on_worker,
+    run_execute_stored,
+)
+from copilot_runtime.engine.service import turn_prepare
+from copilot_runtime.graphql.turn_input import parse_generate_input
+from tests.support.generate_e2e import generate_data, text_input
 
 RECEIVE_TIMEOUT = 5.0
 
@@ -38,3 +49,76 @@ def test_the_task_carries_the_placement_and_names_only_the_run(memory_broker_app
     assert args == ["run-1", placement]
     # What logs and monitors show of it: the run, not the conversation.
     assert message.headers["argsrepr"] == "['run-1']"
+
+
+ANSWER = {"name": "LangGraphInterruptEvent", "value": "Book it?", "response": "yes"}
+
+
+@pytest.fixture
+def celery_executor(current_redis_app: Celery, fake_upstream: Any) -> Iterator[Celery]:
+    with override_settings(
+        COPILOT_RUNTIME={
+            "EXECUTOR": "celery",
+            "OPENAI_API_KEY": "test",
+            "OPENAI_BASE_URL": fake_upstream.base_url,
+            "OPENAI_MAX_RETRIES": 0,
+        }
+    ):
+        yield current_redis_app
+
+
+async def _queued(app: Celery, thread_id: str, answers: list[dict[str, Any]]) -> tuple[str, Any]:
+    """A turn prepared under the celery executor: its run id, and the task's placement."""
+    data = generate_data(thread_id=thread_id, messages=[text_input("u1", "FAKE: {}")])
+    data["metaEvents"] = answers
+    request = parse_generate_input(data, {})
+    prepared = await turn_prepare(user=AnonymousUser(), request=request, protocol="graphql")
+    with app.connection_for_read() as connection:
+        queue = connection.SimpleQueue(app.conf.task_default_queue)
+        message = queue.get(timeout=RECEIVE_TIMEOUT)
+        message.ack()
+        queue.close()
+    (run_id, placement), _kwargs, _embed = message.decode()
+    assert run_id == prepared.run_id
+    return run_id, placement
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("answers", "kept"),
+    [pytest.param([], None, id="no answers"), pytest.param([ANSWER], [ANSWER], id="an answer")],
+)
+async def test_the_task_carries_the_request_and_the_run_keeps_only_its_answers(
+    celery_executor: Celery, answers: list[dict[str, Any]], kept: list[dict[str, Any]] | None
+) -> None:
+    run_id, placement = await _queued(celery_executor, "kept-answers", answers)
+
+    request = placement["request"]
+    assert [m["content"] for m in request["messages"]] == ["FAKE: {}"]
+    assert request["meta_events"] == answers
+    run = await Run.objects.aget(pk=run_id)
+    assert run.request_payload == (None if kept is None else {"meta_events": kept})
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_task_of_an_earlier_version_executes_the_request_its_run_stored(
+    celery_executor: Celery, fake_upstream: Any
+) -> None:
+    run_id, placement = await _queued(celery_executor, "stored-request", [])
+    # Earlier versions stored the whole request on the run, and queued tasks naming the run only.
+    await Run.objects.filter(pk=run_id).aupdate(request_payload=placement["request"])
+
+    assert await run_execute_stored(run_id=run_id) == RunStatus.SUCCEEDED
+    assert fake_upstream.stats()["requests"] == 1
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_task_naming_a_run_that_stored_no_request_leaves_it(
+    celery_executor: Celery, fake_upstream: Any
+) -> None:
+    run_id, _placement = await _queued(celery_executor, "no-request", [])
+
+    assert await run_execute_stored(run_id=run_id) == ""
+    run = await Run.objects.aget(pk=run_id)
+    assert (run.status, run.attempts) == (RunStatus.PENDING, 0)
+    assert fake_upstream.stats()["requests"] == 0

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import redis
 from celery import Celery, signals
-from celery._state import get_current_app
 from kombu import Exchange, Queue
 
 from copilot_runtime.engine import executor
@@ -134,16 +132,6 @@ def test_a_receiver_of_the_publish_signals_is_left_celerys_publish(redis_app: Ce
         finally:
             signal.disconnect(_on_publish)
     assert fast_publish_possible(redis_app, name=EXECUTE_RUN_TASK)
-
-
-@pytest.fixture
-def current_redis_app(redis_app: Celery) -> Iterator[Celery]:
-    previous = get_current_app()
-    redis_app.set_current()
-    try:
-        yield redis_app
-    finally:
-        previous.set_current()
 
 
 async def test_a_failed_push_is_published_by_celery_instead(

@@ -14,6 +14,8 @@ from celery import Celery
 
 from conversations.models import Run, RunStatus
 from copilot_runtime.engine.executor import EXECUTE_RUN_TASK
+from copilot_runtime.events.request import turn_request_to_payload
+from copilot_runtime.graphql.turn_input import parse_generate_input
 from copilot_runtime.tasks import execute_run
 from tests.e2e.celery.support import fake, in_background, log_entries
 from tests.e2e.js_client import JS_CLIENT_VERSIONS, run_js
@@ -185,7 +187,7 @@ def test_a_first_delivery_claims_while_asking_and_a_put_back_task_claims_first(
         "thread_id": thread_id,
         "thread_pk": run.thread_id,
         "next_position": None,
-        "request": run.request_payload,
+        "request": turn_request_to_payload(parse_generate_input(data, {})),
     }
     app = Celery("deliveries", broker=redis_url, set_as_current=False)
 
