@@ -168,6 +168,30 @@ async def turn_prepare(
     this process next (one round trip fewer than marking it afterwards).
     ``start_before_stored`` (with ``start_running``) returns once the thread has been read,
     the write still in flight on ``PreparedTurn.stored``, which the caller must await."""
+    prepared, placement = await _turn_stored(
+        user=user,
+        request=request,
+        protocol=protocol,
+        run_id=run_id,
+        start_running=start_running,
+        start_before_stored=start_before_stored,
+    )
+    if placement is not None:
+        await enqueue_run(run_id=prepared.run_id, placement=placement)
+    return prepared
+
+
+async def _turn_stored(
+    *,
+    user: AbstractBaseUser | AnonymousUser,
+    request: TurnRequest,
+    protocol: str,
+    run_id: str | None,
+    start_running: bool,
+    start_before_stored: bool,
+) -> tuple[PreparedTurn, dict[str, Any] | None]:
+    """``turn_prepare`` up to queueing the run: the prepared turn, and under the celery
+    executor the task's placement."""
     # An agent a remote endpoint announced is found here (the lookups below are synchronous).
     await agent_host().resolve(request.agent_name)
     record, client_state = _turn_record(
@@ -180,14 +204,11 @@ async def turn_prepare(
     record.request_payload_for = run_payload
     prepared = await turn_store().prepare(turn=record, reap=_reap_stale)
     _finish_preparation(request, prepared, client_state)
-    if run_payload is not None:
-        # The task carries what the worker needs (the request, where the thread's messages
-        # continue): it starts the run without reading it back.
-        await enqueue_run(
-            run_id=prepared.run_id,
-            placement=placement_of(prepared, request, payload=run_payload.built),
-        )
-    return prepared
+    if run_payload is None:
+        return prepared, None
+    # The task carries what the worker needs (the request, where the thread's messages
+    # continue): it starts the run without reading it back.
+    return prepared, placement_of(prepared, request, payload=run_payload.built)
 
 
 async def turn_start(
@@ -203,7 +224,7 @@ async def turn_start(
     """
     celery = executor_kind() == CELERY
     hooked = before_request_configured()
-    prepared = await turn_prepare(
+    prepared, placement = await _turn_stored(
         user=user,
         request=request,
         protocol=protocol,
@@ -247,6 +268,10 @@ async def turn_start(
             "The request was refused by the runtime's on_before_request hook.",
             code=ErrorCode.UNKNOWN,
         ) from exc
+    if placement is not None:
+        # Queued once the hook has let the request through: a worker must never start a
+        # run the hook refuses.
+        await enqueue_run(run_id=prepared.run_id, placement=placement)
     if celery:
         events, detach = watch_remote(prepared.run_id)
     else:

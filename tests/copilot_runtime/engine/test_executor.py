@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import redis
 from celery import Celery
 from celery._state import get_current_app
 from django.contrib.auth.models import AnonymousUser
@@ -17,9 +18,12 @@ from copilot_runtime.engine.executor import (
     enqueue_on_worker,
     run_execute_stored,
 )
-from copilot_runtime.engine.service import turn_prepare
+from copilot_runtime.engine.hooks import RequestHookContext
+from copilot_runtime.engine.service import turn_prepare, turn_start
+from copilot_runtime.errors import CopilotKitError
 from copilot_runtime.graphql.turn_input import parse_generate_input
 from tests.support.generate_e2e import generate_data, text_input
+from tests.support.redis_broker import redis_test_url
 
 RECEIVE_TIMEOUT = 5.0
 
@@ -122,3 +126,39 @@ async def test_a_task_naming_a_run_that_stored_no_request_leaves_it(
     run = await Run.objects.aget(pk=run_id)
     assert (run.status, run.attempts) == (RunStatus.PENDING, 0)
     assert fake_upstream.stats()["requests"] == 0
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("refused", [False, True], ids=["let through", "refused"])
+async def test_a_run_is_queued_only_once_the_before_request_hook_lets_it_through(
+    current_redis_app: Celery, fake_upstream: Any, refused: bool
+) -> None:
+    queue = current_redis_app.conf.task_default_queue
+    broker = redis.Redis.from_url(redis_test_url())
+    queued_while_hooked: list[int] = []
+
+    def hook(context: RequestHookContext) -> None:
+        queued_while_hooked.append(broker.llen(queue))
+        if context.properties.get("refuse"):
+            raise RuntimeError("refused by the test's hook")
+
+    data = generate_data(thread_id=f"hooked-{refused}", messages=[text_input("u1", "FAKE: {}")])
+    request = parse_generate_input(data, {"refuse": refused})
+    settings = {"EXECUTOR": "celery", "ON_BEFORE_REQUEST": hook, "OPENAI_API_KEY": "test"}
+    try:
+        with override_settings(COPILOT_RUNTIME=settings):
+            if refused:
+                with pytest.raises(CopilotKitError):
+                    await turn_start(user=AnonymousUser(), request=request, protocol="graphql")
+            else:
+                started = await turn_start(
+                    user=AnonymousUser(), request=request, protocol="graphql"
+                )
+                started.detach()
+        assert queued_while_hooked == [0]
+        assert broker.llen(queue) == (0 if refused else 1)
+        run = await Run.objects.aget(thread__thread_id=f"hooked-{refused}")
+        expected = (RunStatus.FAILED, "BEFORE_REQUEST_HOOK_FAILED")
+        assert (run.status, run.error_code) == (expected if refused else (RunStatus.PENDING, ""))
+    finally:
+        broker.close()
