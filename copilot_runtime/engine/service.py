@@ -147,6 +147,17 @@ def run_request_record(payload: dict[str, Any]) -> dict[str, Any] | None:
     return {"meta_events": answers} if answers else None
 
 
+def _answers_kept(
+    request: TurnRequest,
+) -> Callable[[dict[str, Any] | None], dict[str, Any] | None] | None:
+    """For a run executed here: what it keeps of its request, as a Celery run does (None when
+    there is nothing to keep, the common case)."""
+    if not request.meta_events:
+        return None
+    kept = run_request_record({"meta_events": request.meta_events})
+    return lambda _latest_state: kept
+
+
 def _reap_stale(run_ids: list[str]) -> int:
     return runs_reap_stale(run_ids=run_ids)
 
@@ -201,7 +212,7 @@ async def _turn_stored(
     record.start_running = start_running and not celery
     record.start_before_stored = record.start_running and start_before_stored
     run_payload = _RunPayload(request, client_state) if celery else None
-    record.request_payload_for = run_payload
+    record.request_payload_for = run_payload or _answers_kept(request)
     prepared = await turn_store().prepare(turn=record, reap=_reap_stale)
     _finish_preparation(request, prepared, client_state)
     if run_payload is None:

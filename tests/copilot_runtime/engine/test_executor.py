@@ -162,3 +162,22 @@ async def test_a_run_is_queued_only_once_the_before_request_hook_lets_it_through
         assert (run.status, run.error_code) == (expected if refused else (RunStatus.PENDING, ""))
     finally:
         broker.close()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("store", ["auto", "orm"], ids=["postgresql store", "orm store"])
+@pytest.mark.parametrize(
+    ("answers", "kept"),
+    [pytest.param([], None, id="no answers"), pytest.param([ANSWER], [ANSWER], id="an answer")],
+)
+async def test_a_run_executed_in_the_web_process_keeps_its_answers_too(
+    fake_upstream: Any, store: str, answers: list[dict[str, Any]], kept: list[Any] | None
+) -> None:
+    data = generate_data(thread_id=f"inline-{store}", messages=[text_input("u1", "FAKE: {}")])
+    data["metaEvents"] = answers
+    request = parse_generate_input(data, {})
+    with override_settings(COPILOT_RUNTIME={"TURN_STORE": store, "OPENAI_API_KEY": "test"}):
+        prepared = await turn_prepare(user=AnonymousUser(), request=request, protocol="graphql")
+
+    run = await Run.objects.aget(pk=prepared.run_id)
+    assert run.request_payload == (None if kept is None else {"meta_events": kept})
