@@ -141,8 +141,8 @@ class _RunPayload:
 def run_request_record(payload: dict[str, Any]) -> dict[str, Any] | None:
     """What a run keeps of its request: the interrupt answers it carried, which the inspector
     shows. The whole request (the thread's history) travels in the run's task alone: stored on
-    every run too, it was a quarter of PostgreSQL's CPU per turn in the celery shape, and grew
-    with the thread."""
+    every run too, it was about a fifth of PostgreSQL's CPU per request in the celery shape,
+    and grew with the thread."""
     answers = payload.get("meta_events")
     return {"meta_events": answers} if answers else None
 
