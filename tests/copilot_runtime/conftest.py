@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
 from celery import Celery
 from celery._state import get_current_app
+from django.test import override_settings
 
+from tests.support.generate_e2e import runtime_settings
 from tests.support.redis_broker import redis_test_url
 
 
@@ -36,3 +39,10 @@ def current_redis_app(redis_app: Celery) -> Iterator[Celery]:
         yield redis_app
     finally:
         previous.set_current()
+
+
+@pytest.fixture
+def model_on_the_fake(fake_upstream: Any) -> Iterator[None]:
+    """Turns executed in the test process ask the fake upstream (no retries)."""
+    with override_settings(COPILOT_RUNTIME=runtime_settings(fake_upstream.base_url)):
+        yield

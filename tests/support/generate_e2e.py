@@ -42,6 +42,17 @@ def server_env(fake_base_url: str, **extra: str) -> dict[str, str]:
     }
 
 
+def runtime_settings(fake_base_url: str, **extra: Any) -> dict[str, Any]:
+    """``COPILOT_RUNTIME`` for turns executed in the test process: the fake upstream, no
+    retries."""
+    return {
+        "OPENAI_API_KEY": "test",
+        "OPENAI_BASE_URL": fake_base_url,
+        "OPENAI_MAX_RETRIES": 0,
+        **extra,
+    }
+
+
 def text_input(
     message_id: str, content: str, *, role: str = "user", parent_message_id: str | None = None
 ) -> dict[str, Any]:

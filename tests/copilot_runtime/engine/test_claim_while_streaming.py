@@ -10,13 +10,11 @@ when the run was not pending (a duplicate, or a run stopped before it started).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import orjson
 import pytest
 from django.contrib.auth.models import AnonymousUser
-from django.test import override_settings
 
 from conversations.models import Message, Run, RunEvent, RunStatus
 from conversations.store import turn_store
@@ -37,18 +35,6 @@ def _request(thread_id: str) -> TurnRequest:
     directive = "FAKE: " + orjson.dumps({"tokens": 5, "delay_ms": 0}).decode()
     data = generate_data(thread_id=thread_id, messages=[text_input("u1", directive)])
     return parse_generate_input(data, {})
-
-
-@pytest.fixture
-def settings_on_the_fake(fake_upstream: Any) -> Iterator[None]:
-    with override_settings(
-        COPILOT_RUNTIME={
-            "OPENAI_API_KEY": "test",
-            "OPENAI_BASE_URL": fake_upstream.base_url,
-            "OPENAI_MAX_RETRIES": 0,
-        }
-    ):
-        yield
 
 
 async def _prepared(thread_id: str) -> tuple[PreparedTurn, TurnRequest]:
@@ -114,7 +100,7 @@ def slow_claim(monkeypatch: pytest.MonkeyPatch, fake_upstream: Any) -> list[dict
 
 
 async def test_the_model_is_asked_while_the_run_is_claimed_and_nothing_is_written_before(
-    settings_on_the_fake: None, fake_upstream: Any, slow_claim: list[dict[str, Any]]
+    model_on_the_fake: None, fake_upstream: Any, slow_claim: list[dict[str, Any]]
 ) -> None:
     prepared, request = await _prepared("claim-first")
 
@@ -134,7 +120,7 @@ async def test_the_model_is_asked_while_the_run_is_claimed_and_nothing_is_writte
 
 
 async def test_a_duplicate_delivery_stores_and_tells_nothing(
-    settings_on_the_fake: None, fake_upstream: Any
+    model_on_the_fake: None, fake_upstream: Any
 ) -> None:
     prepared, request = await _prepared("claim-duplicate")
     # Another delivery claimed the run first, and is executing it.
@@ -150,7 +136,7 @@ async def test_a_duplicate_delivery_stores_and_tells_nothing(
 
 
 async def test_a_duplicate_leaves_the_heartbeat_of_the_delivery_executing_the_run(
-    settings_on_the_fake: None,
+    model_on_the_fake: None,
 ) -> None:
     prepared, request = await _prepared("claim-heartbeat")
     assert await turn_store().mark_running(run_id=prepared.run_id, model="m") is True
@@ -167,7 +153,7 @@ async def test_a_duplicate_leaves_the_heartbeat_of_the_delivery_executing_the_ru
 
 
 async def test_a_run_stopped_before_its_claim_stores_nothing(
-    settings_on_the_fake: None, slow_claim: list[dict[str, Any]]
+    model_on_the_fake: None, slow_claim: list[dict[str, Any]]
 ) -> None:
     prepared, request = await _prepared("claim-stopped")
     # Stopped while it waited on the queue: no longer pending when the claim comes.

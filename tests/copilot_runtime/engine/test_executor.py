@@ -22,7 +22,7 @@ from copilot_runtime.engine.hooks import RequestHookContext
 from copilot_runtime.engine.service import turn_prepare, turn_start
 from copilot_runtime.errors import CopilotKitError
 from copilot_runtime.graphql.turn_input import parse_generate_input
-from tests.support.generate_e2e import generate_data, text_input
+from tests.support.generate_e2e import generate_data, runtime_settings, text_input
 from tests.support.redis_broker import redis_test_url
 
 RECEIVE_TIMEOUT = 5.0
@@ -60,14 +60,8 @@ ANSWER = {"name": "LangGraphInterruptEvent", "value": "Book it?", "response": "y
 
 @pytest.fixture
 def celery_executor(current_redis_app: Celery, fake_upstream: Any) -> Iterator[Celery]:
-    with override_settings(
-        COPILOT_RUNTIME={
-            "EXECUTOR": "celery",
-            "OPENAI_API_KEY": "test",
-            "OPENAI_BASE_URL": fake_upstream.base_url,
-            "OPENAI_MAX_RETRIES": 0,
-        }
-    ):
+    settings = runtime_settings(fake_upstream.base_url, EXECUTOR="celery")
+    with override_settings(COPILOT_RUNTIME=settings):
         yield current_redis_app
 
 

@@ -2,29 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import orjson
 import pytest
 from asgiref.sync import sync_to_async
 from django.db import connections
-from django.test import AsyncClient, override_settings
+from django.test import AsyncClient
 
 from copilot_runtime.graphql.fastpath.documents import client_mutation_printed
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def runtime_on_fake(fake_upstream) -> Iterator[None]:
-    with override_settings(
-        COPILOT_RUNTIME={
-            "OPENAI_API_KEY": "test",
-            "OPENAI_BASE_URL": fake_upstream.base_url,
-            "OPENAI_MAX_RETRIES": 0,
-        }
-    ):
-        yield
 
 
 def _body(thread_id: str) -> bytes:
@@ -60,7 +46,7 @@ async def _read(response) -> bytes:
     return b"".join(chunks)
 
 
-async def test_the_real_clients_accept_header_gets_multipart(runtime_on_fake) -> None:
+async def test_the_real_clients_accept_header_gets_multipart(model_on_the_fake) -> None:
     response = await AsyncClient().post(
         "/api/copilotkit",
         _body("negotiate-1"),
@@ -92,7 +78,7 @@ async def test_the_real_clients_accept_header_gets_multipart(runtime_on_fake) ->
     assert "".join(items) == "Hi there"
 
 
-async def test_an_sse_only_client_gets_server_sent_events(runtime_on_fake) -> None:
+async def test_an_sse_only_client_gets_server_sent_events(model_on_the_fake) -> None:
     response = await AsyncClient().post(
         "/api/copilotkit",
         _body("negotiate-2"),
@@ -109,7 +95,7 @@ async def test_an_sse_only_client_gets_server_sent_events(runtime_on_fake) -> No
     assert orjson.loads(first.split("data: ", 1)[1])["hasNext"] is True
 
 
-async def test_a_json_only_client_gets_406_for_a_streamed_operation(runtime_on_fake) -> None:
+async def test_a_json_only_client_gets_406_for_a_streamed_operation(model_on_the_fake) -> None:
     response = await AsyncClient().post(
         "/api/copilotkit",
         _body("negotiate-3"),
