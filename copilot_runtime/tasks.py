@@ -114,7 +114,8 @@ worker_ready.connect(_on_worker_ready, weak=False)
 
 @shared_task(bind=True, name=EXECUTE_RUN_TASK, acks_late=True, reject_on_worker_lost=True)
 def execute_run(self: Task, run_id: str, placement: dict[str, Any] | None = None) -> str:
-    """Execute one prepared run. A redelivered task finds the run started and does nothing."""
+    """Execute one prepared run. A task delivered again finds its run claimed and stores
+    nothing (asking the model first only when the broker took it for a first delivery)."""
     return _run_on_process_loop(
         run_execute_stored(
             run_id=run_id, placement=placement, first_delivery=first_delivery(self.request)

@@ -267,7 +267,13 @@ class RunNotPending(Exception):
 
 
 async def _claim(*, run_id: str, model: str) -> None:
-    if not await turn_store().mark_running(run_id=run_id, model=model):
+    try:
+        claimed = await turn_store().mark_running(run_id=run_id, model=model)
+    except Exception:
+        # Told here: the run only learns that its claim failed, and stops storing nothing.
+        logger.exception("claiming run %s failed; this delivery stores nothing", run_id)
+        raise
+    if not claimed:
         logger.info("run %s is not pending any more; this delivery stores nothing", run_id)
         raise RunNotPending(run_id)
 

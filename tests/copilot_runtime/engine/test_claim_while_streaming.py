@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 import pytest
 from django.contrib.auth.models import AnonymousUser
+from django.db import OperationalError
 
 from conversations.models import Message, Run, RunEvent, RunStatus
 from conversations.store import turn_store
@@ -164,3 +165,20 @@ async def test_a_run_stopped_before_its_claim_stores_nothing(
     assert [claim["claimed"] for claim in slow_claim] == [False]
     events, messages, (status, attempts, _finished_at) = await _stored(prepared.run_id)
     assert (events, messages, status, attempts) == ([], [], RunStatus.CANCELLED, 0)
+
+
+async def test_a_claim_the_database_fails_stores_nothing_and_is_logged(
+    model_on_the_fake: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    prepared, request = await _prepared("claim-failed")
+
+    async def unreachable(self: Any, *, run_id: str, model: str) -> bool:
+        raise OperationalError("the database went away")
+
+    monkeypatch.setattr(type(turn_store()), "mark_running", unreachable)
+
+    assert await _execute(prepared, request) == ""
+
+    assert f"claiming run {prepared.run_id} failed" in caplog.text
+    events, messages, (status, attempts, _finished_at) = await _stored(prepared.run_id)
+    assert (events, messages, status, attempts) == ([], [], RunStatus.PENDING, 0)
