@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -12,6 +12,9 @@ from celery import Celery
 from celery._state import get_current_app
 from django.test import override_settings
 
+from conversations.store import pg as pg_store
+from conversations.store import turn_store
+from copilot_runtime.conf import runtime_settings as runtime_settings_cached
 from tests.support.generate_e2e import runtime_settings
 from tests.support.redis_broker import redis_test_url
 
@@ -46,3 +49,17 @@ def model_on_the_fake(fake_upstream: Any) -> Iterator[None]:
     """Turns executed in the test process ask the fake upstream (no retries)."""
     with override_settings(COPILOT_RUNTIME=runtime_settings(fake_upstream.base_url)):
         yield
+
+
+@pytest.fixture
+async def pg_turn_store(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[None]:
+    """The raw-SQL store (PostgreSQL) for this test's turns. tests/conftest.py makes the
+    in-process store the ORM one; a test whose rows are committed (``transaction=True``) can
+    use the store's own connections."""
+    monkeypatch.setenv("COPILOT_RUNTIME_TURN_STORE", "auto")
+    runtime_settings_cached.cache_clear()
+    assert isinstance(turn_store(), pg_store.PgTurnStore)
+    yield
+    await pg_store.POOLS.close_all()
+    monkeypatch.undo()
+    runtime_settings_cached.cache_clear()

@@ -13,6 +13,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.test import override_settings
 
 from conversations.models import Run, RunStatus
+from conversations.store import turn_store
 from copilot_runtime.engine.executor import (
     EXECUTE_RUN_TASK,
     enqueue_on_worker,
@@ -158,8 +159,14 @@ async def test_a_run_is_queued_only_once_the_before_request_hook_lets_it_through
         broker.close()
 
 
+@pytest.fixture(params=["sql", "orm"], ids=["postgresql store", "orm store"])
+def store(request: pytest.FixtureRequest) -> str:
+    if request.param == "sql":
+        request.getfixturevalue("pg_turn_store")
+    return str(request.param)
+
+
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("store", ["auto", "orm"], ids=["postgresql store", "orm store"])
 @pytest.mark.parametrize(
     ("answers", "kept"),
     [pytest.param([], None, id="no answers"), pytest.param([ANSWER], [ANSWER], id="an answer")],
@@ -167,11 +174,29 @@ async def test_a_run_is_queued_only_once_the_before_request_hook_lets_it_through
 async def test_a_run_executed_in_the_web_process_keeps_its_answers_too(
     fake_upstream: Any, store: str, answers: list[dict[str, Any]], kept: list[Any] | None
 ) -> None:
+    assert type(turn_store()).__name__ == {"sql": "PgTurnStore", "orm": "OrmTurnStore"}[store]
     data = generate_data(thread_id=f"inline-{store}", messages=[text_input("u1", "FAKE: {}")])
     data["metaEvents"] = answers
-    request = parse_generate_input(data, {})
-    with override_settings(COPILOT_RUNTIME={"TURN_STORE": store, "OPENAI_API_KEY": "test"}):
-        prepared = await turn_prepare(user=AnonymousUser(), request=request, protocol="graphql")
+    turn = parse_generate_input(data, {})
+    with override_settings(COPILOT_RUNTIME=runtime_settings(fake_upstream.base_url)):
+        prepared = await turn_prepare(user=AnonymousUser(), request=turn, protocol="graphql")
 
     run = await Run.objects.aget(pk=prepared.run_id)
     assert run.request_payload == (None if kept is None else {"meta_events": kept})
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_an_answer_holding_a_nul_character_is_kept_not_refused(
+    fake_upstream: Any, pg_turn_store: None
+) -> None:
+    answer = {"name": "LangGraphInterruptEvent", "response": "yes\u0000 please"}
+    data = generate_data(thread_id="inline-nul", messages=[text_input("u1", "FAKE: {}")])
+    data["metaEvents"] = [answer]
+    request = parse_generate_input(data, {})
+    with override_settings(COPILOT_RUNTIME=runtime_settings(fake_upstream.base_url)):
+        prepared = await turn_prepare(user=AnonymousUser(), request=request, protocol="graphql")
+
+    run = await Run.objects.aget(pk=prepared.run_id)
+    # PostgreSQL stores no NUL character: kept visible as U+FFFD, as the store keeps a model's.
+    kept = {"name": "LangGraphInterruptEvent", "response": "yes\ufffd please"}
+    assert run.request_payload == {"meta_events": [kept]}

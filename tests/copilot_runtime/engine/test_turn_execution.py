@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -16,8 +16,6 @@ from django.test import override_settings
 from conversations.models import Message, Run, RunEvent, RunStatus, Thread
 from conversations.services.runs import ThreadBusy
 from conversations.store import pg as pg_store
-from conversations.store import turn_store
-from copilot_runtime.conf import runtime_settings
 from copilot_runtime.engine import service
 from copilot_runtime.engine.live import live_run_get
 from copilot_runtime.engine.service import turn_prepare, turn_start
@@ -143,16 +141,8 @@ async def _until(condition, what: str) -> None:
 
 
 @pytest.fixture
-async def sql_store(runtime_on_fake, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[None]:
-    """The raw-SQL store these tests are about (tests/conftest.py makes the in-process store
-    the ORM one: this test's rows are committed, so the store's own connections see them)."""
-    monkeypatch.setenv("COPILOT_RUNTIME_TURN_STORE", "auto")
-    runtime_settings.cache_clear()
-    assert isinstance(turn_store(), pg_store.PgTurnStore)
-    yield
-    await pg_store.POOLS.close_all()
-    monkeypatch.undo()
-    runtime_settings.cache_clear()
+def sql_store(runtime_on_fake: Any, pg_turn_store: None) -> None:
+    """The raw-SQL store these tests are about, on the fake upstream."""
 
 
 async def test_the_model_is_asked_while_the_turns_write_is_in_flight(
