@@ -5,9 +5,10 @@ ORM (tests/conversations/store/): each function writes exactly the rows the ORM 
 (``conversations/services``), with the same defaults. A turn costs:
 
 - its look-up: one statement (the thread, created on first use; its active runs; only the
-  message ids the request carries; the latest state);
-- its write (the run, the new messages, the thread's status): one statement, shared with the
-  turns of the same event loop whose look-ups end while a write is in flight (``grouped.py``);
+  message ids the request carries; the latest state), shared with the turns of the same event
+  loop that come while a look-up is in flight (``grouped.py``);
+- its write (the run, the new messages, the thread's status): likewise one statement for the
+  turns whose look-ups end while a write is in flight;
 - what its run writes as it goes (events, finished messages, states, the first token's time,
   its end with its spans): likewise one statement for the runs of the loop that hand theirs
   over at about the same moment (``pg_progress.py``).
@@ -59,8 +60,6 @@ from conversations.store.types import (
 )
 
 logger = logging.getLogger(__name__)
-
-_ACTIVE = (str(RunStatus.PENDING), str(RunStatus.RUNNING))
 
 
 # An escaped NUL, not preceded by an escaped backslash (the text "\\u0000" stays as it is).
@@ -240,83 +239,79 @@ class PgTurnStore:
             if message.id not in first_of:
                 first_of[message.id] = message
         incoming = list(first_of)
-        async with await self._connection() as conn:
-            cur = conn.cursor()
-            # Statement 1: everything the turn needs to know; the thread is created on first
-            # use. Of the messages, only the ids the request carries are read, and two
-            # aggregates: never the whole thread. No transaction spans the two statements: the
-            # database keeps one active run per thread (run_one_active_per_thread), so of two
-            # requests racing on a thread the second one's write fails whole, as THREAD_BUSY.
-            looked = await _look(
-                cur,
-                (
-                    turn.thread_id,
-                    owner_id,
-                    turn.agent_name,
-                    str(ThreadStatus.IDLE),
-                    now,
-                    now,
-                    turn.thread_id,
-                    # The ids as one JSON text: psycopg adapts a list element by element.
-                    _dumps(incoming),
-                    list(_ACTIVE),
-                    str(MessageKind.AGENT_STATE),
-                    turn.agent_name if turn.want_state else None,
-                ),
-            )
-            (
-                thread_pk,
-                stored_owner,
-                title,
-                active,
-                missing,
-                (current_sent, restore),
-                set_aside,
-                last_position,
-                latest,
-            ) = looked
-            latest = dict(latest) if isinstance(latest, dict) else None
-            visible = (
-                not user.is_authenticated
-                if stored_owner is None
-                else user.is_authenticated and stored_owner == user.pk
-            )
-            if not visible:
-                raise ThreadNotAvailable()
-            if active:
-                raise _Busy([pk for pk, _status in active])
-            last = -1 if last_position is None else last_position
-            # Positions are dense from 0, so this is the count of the thread's current
-            # messages; with a gap (a row deleted by hand) it is more, and a turn that sent
-            # all of them only runs a superseding that finds nothing: never one skipped.
-            current_at_most = last + 1 - set_aside
-            await _supersede(cur, thread_pk, incoming, current_sent, restore or (), current_at_most)
-            rows = _new_message_rows(first_of, missing or (), last, now)
-            new_title = ""
-            if not title:
-                first_user = next(
-                    (m for m in first_of.values() if m.kind == "text" and m.role == "user"),
-                    None,
-                )
-                if first_user is not None and first_user.content.strip():
-                    new_title = title_from_text(first_user.content)
-            running = turn.start_running
-            prepared = PreparedTurn(
-                run_id=turn.run_id,
+        # Statement 1, with the other turns' of this loop that come while one is in flight:
+        # everything the turn needs to know; the thread is created on first use. Of the
+        # messages, only the ids the request carries are read, and two aggregates: never the
+        # whole thread. No transaction spans the two statements: the database keeps one active
+        # run per thread (run_one_active_per_thread), so of two requests racing on a thread the
+        # second one's write fails whole, as THREAD_BUSY.
+        (
+            thread_pk,
+            stored_owner,
+            title,
+            active,
+            missing,
+            (current_sent, restore),
+            set_aside,
+            last_position,
+            latest,
+        ) = await _look(
+            LookUp(
                 thread_id=turn.thread_id,
-                thread_pk=thread_pk,
-                latest_state=latest,
-                new_message_ids=tuple(row[1] for row in rows),
-                next_position=last + len(rows) + 1,
+                owner_id=owner_id,
+                agent_name=turn.agent_name,
+                ids=incoming,
+                state_of=turn.agent_name if turn.want_state else None,
+                now=now,
             )
-            if ahead is not None and not ahead.done():
-                ahead.set_result(prepared)  # the caller may start the run now
-            payload = (
-                turn.request_payload_for(latest) if turn.request_payload_for is not None else None
+        )
+        latest = dict(latest) if isinstance(latest, dict) else None
+        visible = (
+            not user.is_authenticated
+            if stored_owner is None
+            else user.is_authenticated and stored_owner == user.pk
+        )
+        if not visible:
+            raise ThreadNotAvailable()
+        if active:
+            raise _Busy([pk for pk, _status in active])
+        last = -1 if last_position is None else last_position
+        # Positions are dense from 0, so this is the count of the thread's current messages;
+        # with a gap (a row deleted by hand) it is more, and a turn that sent all of them only
+        # runs a superseding that finds nothing: never one skipped.
+        current_at_most = last + 1 - set_aside
+        if current_sent != current_at_most or restore:
+            async with await self._connection() as conn:
+                await _supersede(
+                    conn.cursor(),
+                    thread_pk,
+                    incoming,
+                    supersede=current_sent != current_at_most,
+                    restore=restore or (),
+                )
+        rows = _new_message_rows(first_of, missing or (), last, now)
+        new_title = ""
+        if not title:
+            first_user = next(
+                (m for m in first_of.values() if m.kind == "text" and m.role == "user"),
+                None,
             )
-        # Statement 2, with the other turns' of this loop that come meanwhile (grouped.py): the
-        # run, the new messages and the thread's status, atomically. The look-up's connection
-        # is free by then.
+            if first_user is not None and first_user.content.strip():
+                new_title = title_from_text(first_user.content)
+        running = turn.start_running
+        prepared = PreparedTurn(
+            run_id=turn.run_id,
+            thread_id=turn.thread_id,
+            thread_pk=thread_pk,
+            latest_state=latest,
+            new_message_ids=tuple(row[1] for row in rows),
+            next_position=last + len(rows) + 1,
+        )
+        if ahead is not None and not ahead.done():
+            ahead.set_result(prepared)  # the caller may start the run now
+        payload = turn.request_payload_for(latest) if turn.request_payload_for is not None else None
+        # Statement 2, likewise grouped: the run, the new messages and the thread's status,
+        # atomically.
         write = TurnWrite(
             run=[
                 turn.run_id,
@@ -406,15 +401,57 @@ class PgTurnStore:
             raise _translate(exc) from exc
 
 
-async def _look(cur: Any, params: tuple[Any, ...]) -> tuple[Any, ...]:
-    # A thread created by a concurrent request that commits while this statement waits on its
-    # row is invisible to this statement's snapshot (no row comes back): asked again, it is.
+class LookUp(NamedTuple):
+    """What one turn's look-up asks about its thread."""
+
+    thread_id: str
+    owner_id: int | None  # the thread's owner if the look-up creates it
+    agent_name: str
+    ids: list[str]  # the message ids the request carries
+    state_of: str | None  # the agent whose latest state is wanted, if any
+    now: dt.datetime  # the thread's creation time, if it creates it
+
+
+class _Asked:
+    """A look-up in a group, and then its row (None: its thread was not visible)."""
+
+    __slots__ = ("look_up", "row")
+
+    def __init__(self, look_up: LookUp) -> None:
+        self.look_up = look_up
+        self.row: tuple[Any, ...] | None = None
+
+
+async def _look(look_up: LookUp) -> tuple[Any, ...]:
+    """The look-up's row: the thread's pk, owner and title, its active runs, the carried ids
+    it does not hold, (the current ones carried, the superseded ones carried), the count of
+    messages set aside, the last position and the latest state."""
+    # A thread created by a concurrent request that commits while the statement waits on its
+    # row is invisible to the statement's snapshot (no row comes back): asked again, it is.
     for _ in range(3):
-        await cur.execute(_LOOK, params)
-        row = await cur.fetchone()
-        if row is not None:
-            return tuple(row)
+        asked = _Asked(look_up)
+        await _look_ups.get().submit(asked)
+        if asked.row is not None:
+            return asked.row
     raise django_db.OperationalError("the thread could not be read back after its creation")
+
+
+def look_ups_statement(look_ups: Sequence[LookUp]) -> tuple[str, list[str]]:
+    """The one statement looking up ``look_ups``, and its parameters; a row per look-up whose
+    thread is visible, its ordinal (from 1) first."""
+    return _LOOK_MANY, [_rows([list(look_up) for look_up in look_ups])]
+
+
+async def _look_many(asked: Sequence[_Asked]) -> None:
+    pool = await POOLS.get()
+    async with pool.connection() as conn:
+        cur = await conn.execute(*look_ups_statement([one.look_up for one in asked]))
+        rows = await cur.fetchall()
+    for row in rows:
+        asked[row[0] - 1].row = tuple(row[1:])
+
+
+_look_ups: PerLoop[Grouped[_Asked]] = PerLoop(lambda: Grouped(_look_many, at_once=True))
 
 
 class _Busy(Exception):
@@ -438,17 +475,12 @@ def _as_one_statement(parts: list[str]) -> str:
 
 
 async def _supersede(
-    cur: Any,
-    thread_pk: int,
-    incoming: list[str],
-    current_sent: int,
-    restore: Sequence[str],
-    current_at_most: int,
+    cur: Any, thread_pk: int, incoming: list[str], *, supersede: bool, restore: Sequence[str]
 ) -> None:
     """The client no longer sends some stored messages (a regenerate, an edit, a deletion):
     they are superseded, kept for the record; ones it sends again (``restore``) are current
     again. Rare: a history that extends what is stored touches nothing here."""
-    if current_sent != current_at_most:
+    if supersede:
         await cur.execute(
             f"UPDATE {MESSAGE} SET superseded = true WHERE thread_id = %s AND NOT superseded"
             " AND kind <> %s AND NOT (message_id = ANY(%s))",
@@ -509,45 +541,67 @@ def _new_message_rows(
 
 _RACED = frozenset({"run_one_active_per_thread", "message_unique_id", "message_unique_position"})
 
-_LOOK = f"""
-WITH created AS (
+# x.e: a LookUp, [thread_id, owner_id, agent_name, ids, state_of, now]. Several turns' look-ups
+# in one statement (grouped.py): each statement costs the runtime a send and PostgreSQL a
+# round of its protocol, far more than a few more rows. The kinds and statuses are literals,
+# so that a generic plan can use the partial indexes they match.
+_LOOK_MANY = f"""
+WITH asked AS (
+    SELECT x.n, x.e->>0 AS thread_id, (x.e->>1)::bigint AS owner_id, x.e->>2 AS agent_name,
+        x.e->3 AS ids, x.e->>4 AS state_of, (x.e->>5)::timestamptz AS now
+    FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS x(e, n)
+), created AS (
     INSERT INTO {THREAD} (thread_id, owner_id, agent_name, title, metadata, status,
                           created_at, updated_at)
-    VALUES (%s, %s, %s, '', '{{}}', %s, %s, %s)
+    SELECT DISTINCT ON (thread_id) thread_id, owner_id, agent_name, '', '{{}}',
+        '{ThreadStatus.IDLE.value}', now, now
+    FROM asked ORDER BY thread_id, n
     ON CONFLICT (thread_id) DO NOTHING
-    RETURNING id, owner_id, title
+    RETURNING id, thread_id, owner_id, title
 ), t AS (
-    SELECT id, owner_id, title FROM created
-    UNION ALL
-    SELECT id, owner_id, title FROM {THREAD} WHERE thread_id = %s AND NOT EXISTS (
-        SELECT 1 FROM created)
-), sent AS (
-    SELECT jsonb_array_elements_text(%s::jsonb) AS message_id
-), found AS (
-    -- Each id the request carries, looked up once in the (thread, message id) index. (Two
-    -- subqueries over the ids were planned as a semi join comparing every message of the
-    -- thread with every id: quadratic in the thread's length, 3 ms at 240 messages.)
-    SELECT sent.message_id, m.id AS stored, m.superseded, m.kind
-    FROM sent LEFT JOIN {MESSAGE} m
-      ON m.thread_id = (SELECT id FROM t) AND m.message_id = sent.message_id
+    -- A thread this statement created is not in its own snapshot of the table: from created.
+    SELECT a.n, a.ids, a.state_of, coalesce(c.id, th.id) AS id,
+        CASE WHEN c.id IS NULL THEN th.owner_id ELSE c.owner_id END AS owner_id,
+        coalesce(c.title, th.title) AS title
+    FROM asked a
+    LEFT JOIN created c ON c.thread_id = a.thread_id
+    -- LIMIT 1 (thread ids are unique) keeps each a probe of the index, never a join over the
+    -- table: the planner does not flatten a subquery with a limit.
+    LEFT JOIN LATERAL (
+        SELECT id, owner_id, title FROM {THREAD} WHERE thread_id = a.thread_id LIMIT 1
+    ) th ON true
 )
-SELECT t.id, t.owner_id, t.title,
+SELECT t.n, t.id, t.owner_id, t.title,
     (SELECT json_agg(json_build_array(r.id, r.status)) FROM {RUN} r
-      WHERE r.thread_id = t.id AND r.status = ANY(%s)),
-    (SELECT json_agg(found.message_id) FROM found WHERE found.stored IS NULL),
-    (SELECT json_build_array(
-        count(*) FILTER (WHERE NOT found.superseded AND found.kind <> %s),
-        json_agg(found.message_id) FILTER (WHERE found.superseded))
-      FROM found WHERE found.stored IS NOT NULL),
+      WHERE r.thread_id = t.id
+        AND r.status IN ('{RunStatus.PENDING.value}', '{RunStatus.RUNNING.value}')),
+    found.missing,
+    json_build_array(found.current_sent, found.restore),
     -- The thread's messages set aside (superseded, agent states), in their partial index
-    -- message_set_aside (the literal kind lets a generic plan use it): with the last
-    -- position, a bound on its current messages that never reads them.
+    -- message_set_aside: with the last position, a bound on its current messages that never
+    -- reads them.
     (SELECT count(*) FROM {MESSAGE} m
       WHERE m.thread_id = t.id AND (m.superseded OR m.kind = '{MessageKind.AGENT_STATE.value}')),
     (SELECT max(m.position) FROM {MESSAGE} m WHERE m.thread_id = t.id),
-    (SELECT s.state FROM {AGENT_STATE} s WHERE s.thread_id = t.id AND s.agent_name = %s
+    (SELECT s.state FROM {AGENT_STATE} s WHERE s.thread_id = t.id AND s.agent_name = t.state_of
       ORDER BY s.id DESC LIMIT 1)
 FROM t
+CROSS JOIN LATERAL (
+    -- Each id the request carries, looked up once in the (thread, message id) index, never
+    -- the thread's messages read whole (a semi join was once planned comparing every message
+    -- with every id: quadratic in the thread's length, 3 ms at 240 messages). LIMIT 1 as above.
+    SELECT json_agg(sent.message_id) FILTER (WHERE m.id IS NULL) AS missing,
+        count(m.id) FILTER (
+            WHERE NOT m.superseded AND m.kind <> '{MessageKind.AGENT_STATE.value}'
+        ) AS current_sent,
+        json_agg(sent.message_id) FILTER (WHERE m.superseded) AS restore
+    FROM jsonb_array_elements_text(t.ids) AS sent(message_id)
+    LEFT JOIN LATERAL (
+        SELECT id, superseded, kind FROM {MESSAGE}
+        WHERE thread_id = t.id AND message_id = sent.message_id LIMIT 1
+    ) m ON true
+) found
+WHERE t.id IS NOT NULL
 """
 
 

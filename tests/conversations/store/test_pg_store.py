@@ -319,6 +319,116 @@ async def test_two_requests_racing_on_one_thread_start_one_run(pg: PgTurnStore) 
     assert await Message.objects.filter(thread__thread_id="t-race").acount() == 1
 
 
+# --- look-ups grouped per event loop ---------------------------------------------------------
+
+
+def look_up_groups(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The thread ids of each look-up statement from now on (patch before the test's first
+    look-up: the loop's group is made then)."""
+    groups: list[list[str]] = []
+    real = pg_store._look_many
+
+    async def counted(asked: Any) -> None:
+        groups.append([one.look_up.thread_id for one in asked])
+        await real(asked)
+
+    monkeypatch.setattr(pg_store, "_look_many", counted)
+    return groups
+
+
+async def test_turns_prepared_together_share_a_look_up_and_each_reads_its_own_thread(
+    pg: PgTurnStore, monkeypatch: pytest.MonkeyPatch, django_user_model: Any
+) -> None:
+    groups = look_up_groups(monkeypatch)
+    owner = await django_user_model.objects.acreate(username="owner-grouped")
+    await pg.prepare(turn=record("t-owned", history("mine"), user=owner), reap=never_reap)
+    continued = await pg.prepare(turn=record("t-continued", history("a", "b")), reap=never_reap)
+    await succeed(pg, continued)
+    await pg.prepare(turn=record("t-busy", history("a")), reap=never_reap)  # left pending
+    groups.clear()
+
+    outcomes = await asyncio.gather(
+        pg.prepare(turn=record("t-first", history("x")), reap=never_reap),
+        pg.prepare(turn=record("t-continued", history("a", "b", "c")), reap=never_reap),
+        pg.prepare(turn=record("t-fresh", history("y", "z", "w")), reap=never_reap),
+        pg.prepare(turn=record("t-owned", history("theirs")), reap=never_reap),
+        pg.prepare(turn=record("t-busy", history("a", "b", "c")), reap=never_reap),
+        return_exceptions=True,
+    )
+
+    # The first is looked up at once; the four that came meanwhile share the next statement.
+    assert groups == [["t-first"], ["t-continued", "t-fresh", "t-owned", "t-busy"]]
+    first, grown, fresh, not_theirs, busy = outcomes
+    assert isinstance(not_theirs, ThreadNotAvailable)
+    assert isinstance(busy, ThreadBusy)
+    pks = {t.thread_id: t.pk async for t in Thread.objects.all()}
+    assert isinstance(first, PreparedTurn) and first.thread_pk == pks["t-first"]
+    assert isinstance(grown, PreparedTurn) and grown.thread_pk == pks["t-continued"]
+    assert isinstance(fresh, PreparedTurn) and fresh.thread_pk == pks["t-fresh"]
+    # Each read its own thread's messages: the continued one adds one after its two.
+    assert grown.new_message_ids == ("m2",) and grown.next_position == 3
+    assert fresh.new_message_ids == ("m0", "m1", "m2") and fresh.next_position == 3
+    assert [m[1] for m in await sync_to_async(messages_of)("t-owned")] == ["m0"]
+    assert [m[1] for m in await sync_to_async(messages_of)("t-busy")] == ["m0"]
+
+
+async def test_a_look_up_the_database_refuses_fails_its_own_turn_only(
+    pg: PgTurnStore, monkeypatch: pytest.MonkeyPatch, django_user_model: Any
+) -> None:
+    groups = look_up_groups(monkeypatch)
+    gone = await django_user_model.objects.acreate(username="gone")
+    await django_user_model.objects.filter(pk=gone.pk).adelete()  # its session outlived it
+
+    outcomes = await asyncio.gather(
+        pg.prepare(turn=record("t-one", history("x")), reap=never_reap),
+        pg.prepare(turn=record("t-two", history("x")), reap=never_reap),
+        pg.prepare(turn=record("t-gone", history("x"), user=gone), reap=never_reap),
+        pg.prepare(turn=record("t-three", history("x")), reap=never_reap),
+        return_exceptions=True,
+    )
+
+    assert isinstance(outcomes[2], IntegrityError)  # its new thread names no user
+    assert all(isinstance(o, PreparedTurn) for o in (outcomes[0], outcomes[1], outcomes[3]))
+    # The shared statement failed whole, then each of its turns was looked up alone.
+    assert groups == [
+        ["t-one"],
+        ["t-two", "t-gone", "t-three"],
+        ["t-two"],
+        ["t-gone"],
+        ["t-three"],
+    ]
+    stored = sorted([t.thread_id async for t in Thread.objects.all()])
+    assert stored == ["t-one", "t-three", "t-two"]
+
+
+async def test_a_thread_created_meanwhile_by_another_request_is_looked_up_again(
+    pg: PgTurnStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The look-up's insert waits for another transaction creating the same thread; once that
+    commits, the thread is not in the statement's snapshot: it asks again and finds it."""
+    groups = look_up_groups(monkeypatch)
+    other = await psycopg.AsyncConnection.connect(pg_store._conninfo())
+    try:
+        await other.execute(
+            "INSERT INTO conversations_thread (thread_id, owner_id, agent_name, title, metadata,"
+            " status, created_at, updated_at)"
+            " VALUES ('t-late', NULL, 'default', 'theirs', '{}', 'idle', now(), now())"
+        )
+        preparing = asyncio.ensure_future(
+            pg.prepare(turn=record("t-late", history("x")), reap=never_reap)
+        )
+        await asyncio.sleep(0.3)
+        assert not preparing.done()  # the look-up waits on the uncommitted row
+        await other.commit()
+        prepared = await asyncio.wait_for(preparing, timeout=5)
+    finally:
+        await other.close()
+
+    assert groups == [["t-late"], ["t-late"]]
+    thread = await Thread.objects.aget(thread_id="t-late")
+    assert prepared.thread_pk == thread.pk and thread.title == "theirs"
+
+
 # --- a run started while its turn's write is in flight -------------------------------------
 
 
@@ -387,8 +497,8 @@ async def test_a_turn_whose_write_fails_after_it_was_read_stores_nothing(
     await pg.prepare(turn=record("t-raced", history("a")), reap=never_reap)  # still pending
     seen = pg_store._look
 
-    async def blind_to_active_runs(cur: Any, params: tuple[Any, ...]) -> tuple[Any, ...]:
-        row = await seen(cur, params)
+    async def blind_to_active_runs(look_up: pg_store.LookUp) -> tuple[Any, ...]:
+        row = await seen(look_up)
         return (*row[:3], None, *row[4:])
 
     monkeypatch.setattr(pg_store, "_look", blind_to_active_runs)
@@ -811,21 +921,14 @@ def _explain_look(thread_id: str, carried: list[str]) -> tuple[dict[str, Any], t
     """The look-up's row for ``carried`` ids on ``thread_id``, and its EXPLAIN ANALYZE plan."""
     from django.db import connection
 
-    from conversations.models import MessageKind, ThreadStatus
-    from conversations.store.pg import _ACTIVE, _LOOK, _dumps
+    from conversations.store.pg import LookUp, look_ups_statement
 
-    now = timezone.now()
-    params = (
-        *(thread_id, None, "default", str(ThreadStatus.IDLE), now, now, thread_id),
-        _dumps(carried),
-        list(_ACTIVE),
-        str(MessageKind.AGENT_STATE),
-        None,
-    )
+    look_up = LookUp(thread_id, None, "default", carried, None, timezone.now())
+    sql, params = look_ups_statement([look_up])
     with connection.cursor() as cursor:
-        cursor.execute(_LOOK, params)
-        looked = cursor.fetchone()
-        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + _LOOK, params)
+        cursor.execute(sql, params)
+        looked = cursor.fetchone()[1:]
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)
         return cursor.fetchone()[0][0]["Plan"], looked
 
 
@@ -880,10 +983,12 @@ async def test_a_look_up_reads_the_threads_messages_only_to_match_the_carried_id
 
     assert looked[4] == ["m-new"]
     assert looked[6:8] == (0, 119)  # nothing set aside; the last position
+    reads = _message_reads(plan)
+    # The match: one probe of the (thread, message id) index per carried id.
+    match = [node for node in reads if node.get("Index Name") == "message_unique_id"]
+    assert [(node["Actual Loops"], node["Actual Rows"]) for node in match] == [(len(carried), 1)]
     outside_the_match = [
-        (node.get("Index Name"), _rows_handled(node))
-        for node in _message_reads(plan)
-        if node.get("Subplan Name") != "CTE found"
+        (node.get("Index Name"), _rows_handled(node)) for node in reads if node not in match
     ]
     assert outside_the_match, "the plan reads no message outside the match"
     assert all(rows <= 1 for _index, rows in outside_the_match), outside_the_match

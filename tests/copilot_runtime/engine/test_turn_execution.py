@@ -215,8 +215,8 @@ async def test_a_run_whose_turn_write_fails_is_stopped_and_stores_nothing(
     )
     seen = pg_store._look
 
-    async def blind_to_active_runs(cur: Any, params: tuple[Any, ...]) -> tuple[Any, ...]:
-        row = await seen(cur, params)
+    async def blind_to_active_runs(look_up: pg_store.LookUp) -> tuple[Any, ...]:
+        row = await seen(look_up)
         return (*row[:3], None, *row[4:])
 
     monkeypatch.setattr(pg_store, "_look", blind_to_active_runs)
