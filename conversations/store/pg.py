@@ -555,7 +555,11 @@ WITH asked AS (
                           created_at, updated_at)
     SELECT DISTINCT ON (thread_id) thread_id, owner_id, agent_name, '', '{{}}',
         '{ThreadStatus.IDLE.value}', now, now
-    FROM asked ORDER BY thread_id, n
+    FROM asked
+    -- Only a thread not there yet: the insert's check of the unique index would otherwise
+    -- wait for any write in flight on an existing thread's row (a run's end, say).
+    WHERE NOT EXISTS (SELECT 1 FROM {THREAD} th WHERE th.thread_id = asked.thread_id)
+    ORDER BY thread_id, n
     ON CONFLICT (thread_id) DO NOTHING
     RETURNING id, thread_id, owner_id, title
 ), t AS (

@@ -443,22 +443,29 @@ async def test_a_turn_started_before_it_is_stored_writes_what_the_orm_writes(
         assert await sync_to_async(run_of)(sql_run) == await sync_to_async(run_of)(orm_run)
 
 
-async def _hold_thread_row(thread_id: str) -> Any:
-    """Another connection's lock on the thread row: the turn's write (which updates the row)
-    waits on it; reading the thread does not."""
+async def _hold_thread_row(thread_id: str, how: str = "lock") -> Any:
+    """Another connection's lock on the thread row (``lock``), or its update not committed yet
+    (``update``, as a run's end in flight): the turn's write (which updates the row) waits on
+    it; reading the thread does not."""
     holder = await psycopg.AsyncConnection.connect(pg_store._conninfo())
-    await holder.execute(
-        "SELECT 1 FROM conversations_thread WHERE thread_id = %s FOR UPDATE", [thread_id]
-    )
+    if how == "lock":
+        await holder.execute(
+            "SELECT 1 FROM conversations_thread WHERE thread_id = %s FOR UPDATE", [thread_id]
+        )
+    else:
+        await holder.execute(
+            "UPDATE conversations_thread SET updated_at = now() WHERE thread_id = %s", [thread_id]
+        )
     return holder
 
 
+@pytest.mark.parametrize("how", ["lock", "update"])
 async def test_a_turn_started_before_it_is_stored_is_prepared_while_its_write_waits(
-    pg: PgTurnStore,
+    pg: PgTurnStore, how: str
 ) -> None:
     first = await pg.prepare(turn=record("t-ahead", history("a")), reap=never_reap)
     await pg.record(run_id=first.run_id, thread_pk=first.thread_pk, progress=finished())
-    holder = await _hold_thread_row("t-ahead")
+    holder = await _hold_thread_row("t-ahead", how)
     try:
         prepared = await asyncio.wait_for(
             pg.prepare(
