@@ -550,30 +550,29 @@ WITH asked AS (
     SELECT x.n, x.e->>0 AS thread_id, (x.e->>1)::bigint AS owner_id, x.e->>2 AS agent_name,
         x.e->3 AS ids, x.e->>4 AS state_of, (x.e->>5)::timestamptz AS now
     FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS x(e, n)
+), known AS (
+    -- Each turn's thread, a probe of the index (LIMIT 1: thread ids are unique, and the
+    -- planner does not flatten a subquery with a limit into a join over the whole table).
+    SELECT a.*, th.id, th.owner_id AS stored_owner, th.title
+    FROM asked a LEFT JOIN LATERAL (
+        SELECT id, owner_id, title FROM {THREAD} WHERE thread_id = a.thread_id LIMIT 1
+    ) th ON true
 ), created AS (
+    -- Only threads not there yet: for an existing one, the insert's check of the unique
+    -- index would wait for any write in flight on its row (a run's end, say).
     INSERT INTO {THREAD} (thread_id, owner_id, agent_name, title, metadata, status,
                           created_at, updated_at)
     SELECT DISTINCT ON (thread_id) thread_id, owner_id, agent_name, '', '{{}}',
         '{ThreadStatus.IDLE.value}', now, now
-    FROM asked
-    -- Only a thread not there yet: the insert's check of the unique index would otherwise
-    -- wait for any write in flight on an existing thread's row (a run's end, say).
-    WHERE NOT EXISTS (SELECT 1 FROM {THREAD} th WHERE th.thread_id = asked.thread_id)
-    ORDER BY thread_id, n
+    FROM known WHERE id IS NULL ORDER BY thread_id, n
     ON CONFLICT (thread_id) DO NOTHING
     RETURNING id, thread_id, owner_id, title
 ), t AS (
     -- A thread this statement created is not in its own snapshot of the table: from created.
-    SELECT a.n, a.ids, a.state_of, coalesce(c.id, th.id) AS id,
-        CASE WHEN c.id IS NULL THEN th.owner_id ELSE c.owner_id END AS owner_id,
-        coalesce(c.title, th.title) AS title
-    FROM asked a
-    LEFT JOIN created c ON c.thread_id = a.thread_id
-    -- LIMIT 1 (thread ids are unique) keeps each a probe of the index, never a join over the
-    -- table: the planner does not flatten a subquery with a limit.
-    LEFT JOIN LATERAL (
-        SELECT id, owner_id, title FROM {THREAD} WHERE thread_id = a.thread_id LIMIT 1
-    ) th ON true
+    SELECT k.n, k.ids, k.state_of, coalesce(k.id, c.id) AS id,
+        CASE WHEN k.id IS NULL THEN c.owner_id ELSE k.stored_owner END AS owner_id,
+        coalesce(k.title, c.title) AS title
+    FROM known k LEFT JOIN created c ON k.id IS NULL AND c.thread_id = k.thread_id
 )
 SELECT t.n, t.id, t.owner_id, t.title,
     (SELECT json_agg(json_build_array(r.id, r.status)) FROM {RUN} r
@@ -591,19 +590,16 @@ SELECT t.n, t.id, t.owner_id, t.title,
       ORDER BY s.id DESC LIMIT 1)
 FROM t
 CROSS JOIN LATERAL (
-    -- Each id the request carries, looked up once in the (thread, message id) index, never
-    -- the thread's messages read whole (a semi join was once planned comparing every message
-    -- with every id: quadratic in the thread's length, 3 ms at 240 messages). LIMIT 1 as above.
+    -- The ids the request carries matched with the thread's messages: one pass over each
+    -- (a semi join was once planned comparing every message of the thread with every id:
+    -- quadratic in the thread's length, 3 ms at 240 messages).
     SELECT json_agg(sent.message_id) FILTER (WHERE m.id IS NULL) AS missing,
         count(m.id) FILTER (
             WHERE NOT m.superseded AND m.kind <> '{MessageKind.AGENT_STATE.value}'
         ) AS current_sent,
         json_agg(sent.message_id) FILTER (WHERE m.superseded) AS restore
     FROM jsonb_array_elements_text(t.ids) AS sent(message_id)
-    LEFT JOIN LATERAL (
-        SELECT id, superseded, kind FROM {MESSAGE}
-        WHERE thread_id = t.id AND message_id = sent.message_id LIMIT 1
-    ) m ON true
+    LEFT JOIN {MESSAGE} m ON m.thread_id = t.id AND m.message_id = sent.message_id
 ) found
 WHERE t.id IS NOT NULL
 """
