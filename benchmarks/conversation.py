@@ -68,7 +68,11 @@ class Turn:
 
 
 def _dumps(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    # The bytes of json.dumps(value, separators=(",", ":"), ensure_ascii=False), as the
+    # browser's JSON.stringify writes them, at a fraction of the load generator's CPU: the
+    # stdlib encoder of 50 users' histories took a quarter of it, on the machine it shares
+    # with the servers it measures.
+    return orjson.dumps(value)
 
 
 def _padded(payload: dict[str, Any], padding: str) -> dict[str, Any]:

@@ -108,6 +108,38 @@ def test_a_v2_user_resends_its_history_with_a_fresh_run_id_each_turn() -> None:
 
 
 @pytest.mark.parametrize("protocol", [V1, V2])
+def test_a_users_request_body_is_what_the_stdlib_encoder_writes_compactly(protocol: str) -> None:
+    conversation = Conversation(protocol, tokens=2)
+    conversation.next_body()
+    turn = Turn(started_at=0.0)
+    reply = 'caf\u00e9 \u2028 \U0001f600 \\ "q" \n\t\x01 </script>'
+    if protocol == V1:
+        payloads = json.loads(json.dumps(V1_PAYLOADS).replace('"t0"', json.dumps(reply)))
+        for index, payload in enumerate(payloads):
+            observe_v1_payload(turn, payload, now=float(index))
+    else:
+        for index, event in enumerate(
+            [
+                {"type": "TEXT_MESSAGE_START", "messageId": "m1"},
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": reply},
+                {"type": "RUN_FINISHED"},
+            ]
+        ):
+            observe_v2_event(turn, event, now=float(index))
+    conversation.remember(turn)
+
+    body = conversation.next_body()
+
+    sent = json.loads(body)
+    if protocol == V1:
+        assistant = sent["variables"]["data"]["messages"][1]["textMessage"]["content"]
+    else:
+        assistant = sent["messages"][1]["content"]
+    assert assistant.startswith(reply)
+    assert body == json.dumps(json.loads(body), separators=(",", ":"), ensure_ascii=False).encode()
+
+
+@pytest.mark.parametrize("protocol", [V1, V2])
 def test_a_body_floor_pads_the_body_with_a_field_neither_protocol_reads(protocol: str) -> None:
     plain, padded = Conversation(protocol, tokens=2), Conversation(protocol, tokens=2)
     padded.thread_id = plain.thread_id
