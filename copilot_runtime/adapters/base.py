@@ -87,6 +87,7 @@ async def chunks_per_read(
     parse: Callable[[bytes], list[ModelChunk]],
     *,
     end: bytes | None = None,
+    parse_read: Callable[[list[bytes]], tuple[list[ModelChunk], Exception | None]] | None = None,
 ) -> AsyncIterator[ModelChunk]:
     """The model chunks of a stream's ``data:`` payloads, grouped by the read that delivered
     them (``SseTransport.event_batches``): each read's deltas joined (``joined``).
@@ -95,7 +96,8 @@ async def chunks_per_read(
     on one at a time: the first token goes out before the rest of its read is parsed (joined
     from the start, it came 0.15-0.4 ms later at one user, 200 tokens). A payload equal to
     ``end`` ends the stream. A payload that cannot be parsed raises once the chunks before it
-    are handed on.
+    are handed on. ``parse_read``, if given, parses the rest of a read at once: its chunks
+    joined, and what parsing raised (as ``parse`` and ``joined`` would give them).
     """
     leading = True
     async for payloads in reads:
@@ -115,12 +117,17 @@ async def chunks_per_read(
                 payloads = []
         chunks: list[ModelChunk] = []
         failure: Exception | None = None
-        try:
-            for data in payloads:
-                chunks += parse(data)
-        except Exception as error:
-            failure = error  # raised once what the read delivered before it has gone out
-        for chunk in joined(chunks):
+        if parse_read is not None:
+            if payloads:
+                chunks, failure = parse_read(payloads)
+        else:
+            try:
+                for data in payloads:
+                    chunks += parse(data)
+            except Exception as error:
+                failure = error  # raised once what the read delivered before it has gone out
+            chunks = joined(chunks)
+        for chunk in chunks:
             yield chunk
         if failure is not None:
             raise failure

@@ -25,6 +25,7 @@ from copilot_runtime.adapters.base import (
     UpstreamError,
     UsageChunk,
     chunks_per_read,
+    joined,
 )
 from copilot_runtime.adapters.sse_transport import SseTransport, upstream_stream_errors
 
@@ -83,7 +84,65 @@ def parse_chunk(line: bytes) -> list[ModelChunk]:
     """The model chunks in one SSE ``data:`` line of a chat completion stream."""
     if not line:
         return []
-    payload = orjson.loads(line)
+    return _chunks_of(orjson.loads(line))
+
+
+def parse_read(payloads: list[bytes]) -> tuple[list[ModelChunk], Exception | None]:
+    """``parse_chunk`` over the payloads one read delivered, joined (``joined``), and what
+    parsing them raised, if anything (the chunks are those before the payload that raised).
+
+    The payloads are decoded in one call, and a plain text delta (most of a reply) is taken
+    as its string, not as a chunk of its own to be joined later: at 50 tokens a read, this
+    was 49 µs a read through ``parse_chunk``, 29 µs this way."""
+    payloads = [data for data in payloads if data]
+    try:
+        decoded = orjson.loads(b"[" + b",".join(payloads) + b"]")
+    except orjson.JSONDecodeError:
+        decoded = None  # one of them is not JSON: decoded one by one below, up to it
+    if decoded is not None and len(decoded) != len(payloads):
+        decoded = None  # a payload holding a comma of its own ("1,2"): one by one
+    chunks: list[ModelChunk] = []
+    text: list[str] = []
+    failure: Exception | None = None
+    for position, data in enumerate(payloads):
+        try:
+            payload = orjson.loads(data) if decoded is None else decoded[position]
+            content = _plain_text(payload)
+            if content is not None:
+                text.append(content)
+                continue
+            more = _chunks_of(payload)
+        except Exception as error:
+            failure = error
+            break
+        if text:
+            chunks.append(TextChunk("".join(text)))
+            text = []
+        chunks += more
+    if text:
+        chunks.append(TextChunk("".join(text)))
+    return joined(chunks), failure
+
+
+def _plain_text(payload: Any) -> str | None:
+    """A chunk's text when the chunk is nothing but a text delta (one choice, no tool call, no
+    finish, no usage, no error); None otherwise. An empty delta is "": nothing to add."""
+    if type(payload) is not dict or payload.get("usage") or payload.get("error"):
+        return None
+    choices = payload.get("choices")
+    if type(choices) is not list or len(choices) != 1:
+        return None
+    choice = choices[0]
+    if type(choice) is not dict or choice.get("finish_reason"):
+        return None
+    delta = choice.get("delta")
+    if type(delta) is not dict or delta.get("tool_calls"):
+        return None
+    content = delta.get("content")
+    return content if type(content) is str else None
+
+
+def _chunks_of(payload: Any) -> list[ModelChunk]:
     chunks: list[ModelChunk] = []
     if isinstance(payload, dict) and payload.get("error"):
         error = payload["error"]
@@ -170,7 +229,9 @@ class OpenAIAdapter:
         body = _request_body(request, self.default_model, self.instruction_role)
         with upstream_stream_errors(item="chunk"):
             reads = self._transport.event_batches(self._url, body)
-            async for chunk in chunks_per_read(reads, parse_chunk, end=_DONE):
+            async for chunk in chunks_per_read(
+                reads, parse_chunk, end=_DONE, parse_read=parse_read
+            ):
                 yield chunk
 
     async def aclose(self) -> None:

@@ -21,7 +21,7 @@ from copilot_runtime.adapters.base import (
     chunks_per_read,
     joined,
 )
-from copilot_runtime.adapters.openai_adapter import OpenAIAdapter, parse_chunk
+from copilot_runtime.adapters.openai_adapter import OpenAIAdapter, parse_chunk, parse_read
 from copilot_runtime.adapters.sse_transport import SseTransport
 
 
@@ -89,34 +89,122 @@ async def _reads(*reads: list[bytes]) -> AsyncIterator[list[bytes]]:
     raise AssertionError("read past the end")
 
 
-async def _chunks(reads: AsyncIterator[list[bytes]], into: list[ModelChunk]) -> None:
-    async for chunk in chunks_per_read(reads, parse_chunk, end=b"[DONE]"):
+@pytest.fixture(params=["payload by payload", "read at once"])
+def at_once(request: pytest.FixtureRequest) -> bool:
+    """Each stream test runs with ``parse`` alone and with the adapter's ``parse_read``."""
+    return bool(request.param == "read at once")
+
+
+async def _chunks(reads: AsyncIterator[list[bytes]], into: list[ModelChunk], at_once: bool) -> None:
+    async for chunk in chunks_per_read(
+        reads, parse_chunk, end=b"[DONE]", parse_read=parse_read if at_once else None
+    ):
         into.append(chunk)
 
 
-async def test_the_first_text_goes_out_alone_then_each_reads_deltas_together() -> None:
+def _payload(choices: list[dict[str, object]], **more: object) -> bytes:
+    return orjson.dumps({"id": "c1", "object": "chat.completion.chunk", "choices": choices, **more})
+
+
+_SHAPES = {
+    "text": _content("Hel"),
+    "more text": _content("lo"),
+    "role only": _ROLE,
+    "empty text": _content(""),
+    "null text": _payload([{"index": 0, "delta": {"content": None}}]),
+    "empty payload": b"",
+    "text and finish": _payload([{"index": 0, "delta": {"content": "!"}, "finish_reason": "stop"}]),
+    "finish": _payload([{"index": 0, "delta": {}, "finish_reason": "stop"}]),
+    "call opens": _payload(
+        [
+            {
+                "index": 0,
+                "delta": {
+                    "tool_calls": [
+                        {"index": 0, "id": "call-1", "function": {"name": "f", "arguments": ""}}
+                    ]
+                },
+            }
+        ]
+    ),
+    "call arguments": _payload(
+        [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}}]
+    ),
+    "two choices": _payload(
+        [{"index": 0, "delta": {"content": "a"}}, {"index": 1, "delta": {"content": "b"}}]
+    ),
+    "usage": _payload([], usage={"prompt_tokens": 3, "completion_tokens": 4}),
+    "text and usage": _payload(
+        [{"index": 0, "delta": {"content": "u"}}], usage={"prompt_tokens": 1}
+    ),
+    "service error": orjson.dumps({"error": {"message": "overloaded"}}),
+    "not json": b"{not json",
+    "two values": b'{"choices": []}, {"choices": []}',
+    "not an object": b"[1, 2]",
+}
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        ["text", "more text", "text", "more text"],
+        ["role only", "text", "empty text", "null text", "empty payload", "more text"],
+        ["text", "text and finish", "usage"],
+        ["text", "call opens", "call arguments", "call arguments", "text", "finish"],
+        ["text", "two choices", "more text", "text and usage", "more text"],
+        ["text", "more text", "service error", "text"],
+        ["text", "not json", "more text"],
+        ["text", "two values", "more text"],
+        ["more text", "not an object"],
+        ["call arguments", "text", "text", "call opens"],
+        ["empty payload"],
+    ],
+)
+def test_a_read_parsed_at_once_gives_what_parsing_each_payload_and_joining_gives(
+    names: list[str],
+) -> None:
+    payloads = [_SHAPES[name] for name in names]
+    expected: list[ModelChunk] = []
+    expected_failure: Exception | None = None
+    try:
+        for data in payloads:
+            expected += parse_chunk(data)
+    except Exception as error:
+        expected_failure = error
+
+    chunks, failure = parse_read(payloads)
+
+    assert chunks == joined(expected)
+    assert type(failure) is type(expected_failure)
+
+
+async def test_the_first_text_goes_out_alone_then_each_reads_deltas_together(
+    at_once: bool,
+) -> None:
     received: list[ModelChunk] = []
     reads = _reads(
         [_ROLE, _content("a"), _content("b"), _content("c")],
         [_content("d"), _content("e"), b"[DONE]", b"never parsed"],
     )
-    await _chunks(reads, received)
+    await _chunks(reads, received, at_once)
     assert received == [TextChunk("a"), TextChunk("bc"), TextChunk("de")]
 
 
-async def test_a_bad_payload_raises_after_what_the_read_delivered_before_it() -> None:
+async def test_a_bad_payload_raises_after_what_the_read_delivered_before_it(
+    at_once: bool,
+) -> None:
     received: list[ModelChunk] = []
     reads = _reads([_content("a"), _content("b"), _content("c"), b"{not json", _content("d")])
     with pytest.raises(orjson.JSONDecodeError):
-        await _chunks(reads, received)
+        await _chunks(reads, received, at_once)
     assert received == [TextChunk("a"), TextChunk("bc")]
 
 
-async def test_a_service_error_before_any_text_is_raised_at_once() -> None:
+async def test_a_service_error_before_any_text_is_raised_at_once(at_once: bool) -> None:
     received: list[ModelChunk] = []
     failure = orjson.dumps({"error": {"message": "overloaded"}})
     with pytest.raises(UpstreamError) as caught:
-        await _chunks(_reads([_ROLE, failure, _content("a")]), received)
+        await _chunks(_reads([_ROLE, failure, _content("a")]), received, at_once)
     assert caught.value.code == "UPSTREAM_ERROR"
     assert received == []
 
