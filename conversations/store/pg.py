@@ -239,7 +239,7 @@ class PgTurnStore:
             if message.id not in first_of:
                 first_of[message.id] = message
         incoming = list(first_of)
-        # Statement 1, with the other turns' of this loop that come while one is in flight:
+        # Statement 1, shared with the loop's other turns that come while one is in flight:
         # everything the turn needs to know; the thread is created on first use. Of the
         # messages, only the ids the request carries are read, and two aggregates: never the
         # whole thread. No transaction spans the two statements: the database keeps one active
