@@ -109,7 +109,8 @@ def parse_read(payloads: list[bytes]) -> tuple[list[ModelChunk], Exception | Non
             payload = orjson.loads(data) if decoded is None else decoded[position]
             content = _plain_text(payload)
             if content is not None:
-                text.append(content)
+                if content:  # an empty delta adds nothing (never an empty chunk)
+                    text.append(content)
                 continue
             more = _chunks_of(payload)
         except Exception as error:

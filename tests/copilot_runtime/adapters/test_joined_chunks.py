@@ -158,6 +158,9 @@ _SHAPES = {
         ["more text", "not an object"],
         ["call arguments", "text", "text", "call opens"],
         ["empty payload"],
+        ["empty text"],
+        ["empty text", "null text", "finish"],
+        ["role only", "empty text"],
     ],
 )
 def test_a_read_parsed_at_once_gives_what_parsing_each_payload_and_joining_gives(
