@@ -926,17 +926,36 @@ async def test_a_nul_character_from_the_model_is_stored_as_a_replacement_not_a_f
 
 def _explain_look(thread_id: str, carried: list[str]) -> tuple[dict[str, Any], tuple[Any, ...]]:
     """The look-up's row for ``carried`` ids on ``thread_id``, and its EXPLAIN ANALYZE plan."""
-    from django.db import connection
-
-    from conversations.store.pg import LookUp, look_ups_statement
+    from conversations.store.pg import LookUp
 
     look_up = LookUp(thread_id, None, "default", carried, None, timezone.now())
-    sql, params = look_ups_statement([look_up])
+    plan, rows = _explain_look_ups([look_up])
+    return plan, rows[0][1:]
+
+
+def _explain_look_ups(look_ups: list[Any]) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
+    """The grouped look-up's rows and EXPLAIN ANALYZE plan, planned as the runtime runs it: on
+    a connection set up as the store's (SESSION_SETUP), with the generic plan psycopg's
+    prepared statement gets from its sixth run on."""
+    from django.db import connection
+
+    from conversations.store.pg import SESSION_SETUP, look_ups_statement
+
+    sql, params = look_ups_statement(look_ups)
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        looked = cursor.fetchone()[1:]
-        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)
-        return cursor.fetchone()[0][0]["Plan"], looked
+        cursor.execute(SESSION_SETUP)
+        cursor.execute("SET plan_cache_mode = force_generic_plan")
+        cursor.execute("PREPARE look_ups(text) AS " + sql.replace("%s", "$1"))
+        try:
+            cursor.execute("EXECUTE look_ups(%s)", params)
+            rows = [tuple(row) for row in cursor.fetchall()]
+            cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE look_ups(%s)", params)
+            plan = cursor.fetchone()[0][0]["Plan"]
+        finally:
+            cursor.execute("DEALLOCATE look_ups")
+            cursor.execute("RESET plan_cache_mode")
+            cursor.execute("RESET enable_seqscan")
+    return plan, rows
 
 
 def _rows_handled(plan: dict[str, Any]) -> int:
@@ -961,6 +980,42 @@ async def test_looking_up_a_long_threads_history_is_linear_in_its_length(pg: PgT
     assert looked[5] == [160, None]  # all current, none superseded
     assert looked[6:8] == (0, 159)  # nothing set aside; the last position
     assert _rows_handled(plan) < 12 * len(carried), _rows_handled(plan)
+
+
+async def test_a_grouped_look_up_probes_each_thread_once_however_many_a_site_holds(
+    pg: PgTurnStore,
+) -> None:
+    # A first version found the threads a group did not hold yet with an anti join reading
+    # every thread of the site: a cost growing with the site, not with the group.
+    from conversations.store.pg import LookUp
+
+    for thread_id in ("t-a", "t-b"):
+        prepared = await pg.prepare(turn=record(thread_id, history("x", "y")), reap=never_reap)
+        await succeed(pg, prepared)
+    await sync_to_async(_other_threads)(threads=60, turns=2)
+    now = timezone.now()
+    look_ups = [
+        LookUp("t-a", None, "default", ["m0", "m1", "m2"], None, now),
+        LookUp("t-new", None, "default", ["m0"], None, now),
+        LookUp("t-b", None, "default", ["m0", "m1", "m2"], None, now),
+    ]
+
+    plan, rows = await sync_to_async(_explain_look_ups)(look_ups)
+
+    assert [(row[0], row[5]) for row in rows] == [(1, ["m2"]), (2, ["m0"]), (3, ["m2"])]
+    thread_reads = _relation_reads(plan, "conversations_thread")
+    assert thread_reads, "the plan reads no thread"
+    # A probe per turn (the insert's own check of the new thread's key is not a read here).
+    assert sum(_rows_handled(node) for node in thread_reads) <= len(look_ups), thread_reads
+    message_reads = _relation_reads(plan, "conversations_message")
+    assert sum(_rows_handled(node) for node in message_reads) <= 3 * 7, message_reads
+
+
+def _relation_reads(plan: dict[str, Any], relation: str) -> list[dict[str, Any]]:
+    found = [plan] if plan.get("Relation Name") == relation and "Scan" in plan["Node Type"] else []
+    for child in plan.get("Plans", []):
+        found += _relation_reads(child, relation)
+    return found
 
 
 async def _continued(pg: PgTurnStore, thread_id: str, turns: int) -> list[InputMessage]:
