@@ -31,6 +31,7 @@ from copilot_runtime.engine.hooks import (
     after_request_configured,
     call_after_request,
 )
+from copilot_runtime.engine.layer_groups import GroupListener
 from copilot_runtime.engine.log_writer import log_writer_for_loop, next_flush_at
 from copilot_runtime.engine.recorder import CANCELLED_REASON, STREAM_ERROR_REASON, RunRecorder
 from copilot_runtime.engine.relay import CANCEL_MESSAGE, announce_batch, run_control_group
@@ -238,16 +239,14 @@ class _Watchdog:
         layer = get_channel_layer()
         if layer is None:
             return
-        channel = await layer.new_channel()
-        group = run_control_group(self._run_id)
-        await layer.group_add(group, channel)
+        listener = await GroupListener.join(layer, run_control_group(self._run_id))
         try:
             while True:
-                message = await layer.receive(channel)
+                message = await listener.receive()
                 if message.get("type") == CANCEL_MESSAGE:
                     self._stop_target()
         finally:
-            await layer.group_discard(group, channel)
+            await listener.leave()
 
     async def stop(self) -> None:
         """Stop watching. Not awaited: a listener blocked in the layer's receive may only notice

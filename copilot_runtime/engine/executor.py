@@ -23,8 +23,9 @@ from conversations.store.types import PreparedTurn
 from copilot_runtime.conf import runtime_setting
 from copilot_runtime.engine.execute import run_execute
 from copilot_runtime.engine.inbox import Inbox
+from copilot_runtime.engine.layer_groups import GroupListener, leave_quietly
 from copilot_runtime.engine.live import LiveRun, live_run_forget, live_run_get, live_run_register
-from copilot_runtime.engine.relay import announce_cancel, follow_run
+from copilot_runtime.engine.relay import announce_cancel, follow_run, join_run
 from copilot_runtime.events import Event, RunError, RunFinished, event_from_payload
 from copilot_runtime.events.request import (
     TurnRequest,
@@ -137,14 +138,23 @@ def start_inline(
     return live, events
 
 
-def watch_remote(run_id: str) -> tuple[Inbox[Event | None], Callable[[], None]]:
+async def watch_remote(
+    run_id: str, *, joined_before_queued: bool = False
+) -> tuple[Inbox[Event | None], Callable[[], None]]:
     """Follow a run executing elsewhere: its events arrive in an inbox (``None`` at the end).
-    Returns the inbox and a function that stops following."""
+    Returns the inbox and a function that stops following.
+
+    ``joined_before_queued``: the caller queues the run only after this returns. The follower
+    is then in the run's group before the run can say anything, and does not read the log
+    first (``follow_run``'s ``joined``)."""
     events: Inbox[Event | None] = Inbox()
+    joined = await join_run(run_id) if joined_before_queued else None
 
     async def pump() -> None:
         try:
-            async for logged in follow_run(run_id, check_alive=reap_if_stale_check(run_id)):
+            async for logged in follow_run(
+                run_id, check_alive=reap_if_stale_check(run_id), joined=joined
+            ):
                 events.put_nowait(event_from_payload(logged.type, logged.payload))
         except Exception:
             logger.exception("following run %s failed", run_id)
@@ -162,7 +172,25 @@ def watch_remote(run_id: str) -> tuple[Inbox[Event | None], Callable[[], None]]:
     # A fresh context, as for inline runs: the follower must not use the request's
     # thread-sensitive executor, which ends with the response.
     task = asyncio.create_task(pump(), name=f"follow:{run_id}", context=contextvars.Context())
+    if joined is not None:
+        task.add_done_callback(_leave_if_never_followed(joined))
     return events, task.cancel
+
+
+def _leave_if_never_followed(joined: GroupListener) -> Callable[[asyncio.Task[None]], None]:
+    """The follower leaves the group it was given; one stopped before it started never saw it."""
+
+    def leave(_task: asyncio.Task[None]) -> None:
+        if not joined.left:
+            leaving = asyncio.ensure_future(leave_quietly(joined))
+            _LEAVING.add(leaving)
+            leaving.add_done_callback(_LEAVING.discard)
+
+    return leave
+
+
+# Held until done: the loop keeps only weak references to its tasks.
+_LEAVING: set[asyncio.Future[None]] = set()
 
 
 def reap_if_stale_check(run_id: str) -> Callable[[], Awaitable[None]]:

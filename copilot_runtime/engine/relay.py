@@ -10,7 +10,6 @@ The followed stream is exactly the logged stream: no gap, no duplicate, same ord
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -21,6 +20,7 @@ from channels.layers import get_channel_layer
 from conversations.selectors import run_log_read
 from conversations.services.runs import LoggedEvent
 from conversations.store import turn_store
+from copilot_runtime.engine.layer_groups import GroupListener, leave_quietly
 from copilot_runtime.engine.layer_publish import group_send_many
 from copilot_runtime.events import RunFinished
 
@@ -100,30 +100,39 @@ async def log_fetch(
     )
 
 
+async def join_run(run_id: str) -> GroupListener | None:
+    """Listen to the run's group; None when there is no layer or it fails (a follower then
+    reads the log alone)."""
+    layer = get_channel_layer()
+    if layer is None:
+        return None
+    try:
+        return await GroupListener.join(layer, run_group(run_id))
+    except Exception:
+        logger.warning(
+            "channel layer unavailable; following run %s from the log", run_id, exc_info=True
+        )
+        return None
+
+
 async def follow_run(
     run_id: str,
     *,
     after_seq: int = 0,
     check_alive: Callable[[], Awaitable[None]] | None = None,
+    joined: GroupListener | None = None,
 ) -> AsyncIterator[LoggedEvent]:
     """Every logged event of the run after ``after_seq``, live, until ``run_finished``.
 
     ``check_alive`` is awaited whenever nothing arrived for ``IDLE_CHECK_SECONDS``: it may
     end a run whose executor died (appending its final events to the log). When the layer
     fails (Redis restarted, unreachable), the follower keeps going on the log alone.
+
+    ``joined``: the caller's ``join_run``, made before the run was queued. Nothing can have
+    been logged before it, so the log is not read first (a statement per turn in the celery
+    shape); it still is on any gap, and when the layer is silent. The follower leaves it.
     """
-    layer = get_channel_layer()
-    group = run_group(run_id)
-    channel: str | None = None
-    try:
-        channel = await layer.new_channel()
-        # Join first, then read the log: nothing logged in between can be missed.
-        await layer.group_add(group, channel)
-    except Exception:
-        logger.warning(
-            "channel layer unavailable; following run %s from the log", run_id, exc_info=True
-        )
-        channel = None
+    listener = joined if joined is not None else await join_run(run_id)
     next_seq = after_seq + 1
     finished = False
 
@@ -141,11 +150,13 @@ async def follow_run(
                 return
 
     try:
-        async for row in backlog():
-            yield row
+        if joined is None:
+            # Joined first, then read: nothing logged in between can be missed.
+            async for row in backlog():
+                yield row
         idle = 0.0
         while not finished:
-            if channel is None:
+            if listener is None:
                 # No layer: poll the log (the executor writes it every few milliseconds).
                 await asyncio.sleep(POLL_SECONDS)
                 idle += POLL_SECONDS
@@ -160,7 +171,7 @@ async def follow_run(
                 continue
             try:
                 message: dict[str, Any] = await asyncio.wait_for(
-                    layer.receive(channel), IDLE_CHECK_SECONDS
+                    listener.receive(), IDLE_CHECK_SECONDS
                 )
             except TimeoutError:
                 if check_alive is not None:
@@ -172,7 +183,8 @@ async def follow_run(
                 logger.warning(
                     "channel layer failed; following run %s from the log", run_id, exc_info=True
                 )
-                channel = None
+                await leave_quietly(listener)
+                listener = None
                 continue
             if message.get("type") != BATCH_MESSAGE:
                 continue
@@ -190,6 +202,5 @@ async def follow_run(
                 if event_type == RunFinished.type:
                     finished = True
     finally:
-        if channel is not None:
-            with contextlib.suppress(Exception):
-                await layer.group_discard(group, channel)
+        if listener is not None:
+            await leave_quietly(listener)

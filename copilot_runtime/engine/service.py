@@ -279,12 +279,18 @@ async def turn_start(
             "The request was refused by the runtime's on_before_request hook.",
             code=ErrorCode.UNKNOWN,
         ) from exc
-    if placement is not None:
-        # Queued once the hook has let the request through: a worker must never start a
-        # run the hook refuses.
-        await enqueue_run(run_id=prepared.run_id, placement=placement)
     if celery:
-        events, detach = watch_remote(prepared.run_id)
+        # In the run's group before it is queued (once the hook has let the request through:
+        # a worker must never start a run the hook refuses).
+        events, detach = await watch_remote(
+            prepared.run_id, joined_before_queued=placement is not None
+        )
+        if placement is not None:
+            try:
+                await enqueue_run(run_id=prepared.run_id, placement=placement)
+            except BaseException:
+                detach()
+                raise
     else:
         live, events = start_inline(
             run_id=prepared.run_id,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -9,17 +10,21 @@ import pytest
 import redis
 from celery import Celery
 from celery._state import get_current_app
+from channels.layers import get_channel_layer
 from django.contrib.auth.models import AnonymousUser
 from django.test import override_settings
 
 from conversations.models import Run, RunStatus
 from conversations.store import turn_store
+from copilot_runtime.engine import service
 from copilot_runtime.engine.executor import (
     EXECUTE_RUN_TASK,
     enqueue_on_worker,
     run_execute_stored,
+    watch_remote,
 )
 from copilot_runtime.engine.hooks import RequestHookContext
+from copilot_runtime.engine.relay import run_group
 from copilot_runtime.engine.service import turn_prepare, turn_start
 from copilot_runtime.errors import CopilotKitError
 from copilot_runtime.graphql.turn_input import parse_generate_input
@@ -157,6 +162,44 @@ async def test_a_run_is_queued_only_once_the_before_request_hook_lets_it_through
         assert (run.status, run.error_code) == (expected if refused else (RunStatus.PENDING, ""))
     finally:
         broker.close()
+
+
+IN_MEMORY_LAYER = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_celery_turn_is_followed_from_before_its_run_is_queued(
+    celery_executor: Celery, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """So the run cannot say anything its follower misses, and the follower need not read the
+    log first (one statement per turn)."""
+    followed_when_queued: list[bool] = []
+    enqueue = service.enqueue_run
+
+    async def recording(*, run_id: str, placement: dict[str, Any]) -> None:
+        group = get_channel_layer().groups.get(run_group(run_id))
+        followed_when_queued.append(bool(group))
+        await enqueue(run_id=run_id, placement=placement)
+
+    monkeypatch.setattr(service, "enqueue_run", recording)
+    data = generate_data(thread_id="followed-first", messages=[text_input("u1", "FAKE: {}")])
+    with override_settings(CHANNEL_LAYERS=IN_MEMORY_LAYER):
+        started = await turn_start(
+            user=AnonymousUser(), request=parse_generate_input(data, {}), protocol="graphql"
+        )
+        started.detach()
+        await asyncio.sleep(0.05)
+        assert not get_channel_layer().groups.get(run_group(started.run_id))
+    assert followed_when_queued == [True]
+
+
+async def test_a_follower_stopped_before_its_first_step_leaves_the_group_it_was_given() -> None:
+    with override_settings(CHANNEL_LAYERS=IN_MEMORY_LAYER):
+        _events, detach = await watch_remote("never-followed", joined_before_queued=True)
+        assert get_channel_layer().groups.get(run_group("never-followed"))
+        detach()  # the request failed before the follower's task ran at all
+        await asyncio.sleep(0.05)
+        assert not get_channel_layer().groups.get(run_group("never-followed"))
 
 
 @pytest.fixture(params=["sql", "orm"], ids=["postgresql store", "orm store"])

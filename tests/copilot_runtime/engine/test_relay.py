@@ -108,17 +108,22 @@ class Follower:
                 await asyncio.sleep(self._pause)  # a slow consumer (a slow client socket)
 
     async def joined(self) -> None:
-        layer = get_channel_layer()
-        group = run_group(self._run_id)
-        for _ in range(500):
-            if getattr(layer, "groups", {}).get(group):
-                return
-            await asyncio.sleep(0.005)
-        raise AssertionError("the follower never joined the run's group")
+        await in_group(self._run_id)
 
     async def finished(self) -> list[LoggedEvent]:
         await asyncio.wait_for(self.task, FOLLOW_TIMEOUT)
         return self.events
+
+
+async def in_group(run_id: str) -> None:
+    """Returns once a follower of the run is in its group (the in-memory layer)."""
+    layer = get_channel_layer()
+    group = run_group(run_id)
+    for _ in range(500):
+        if getattr(layer, "groups", {}).get(group):
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("the follower never joined the run's group")
 
 
 @pytest.fixture
@@ -216,6 +221,93 @@ async def test_the_follower_stops_at_run_finished_and_leaves_the_group(run_id: s
 
     assert as_tuples(await follower.finished()) == as_tuples(events)
     assert not get_channel_layer().groups.get(run_group(run_id))
+
+
+# --- a follower that joined before its run was queued ------------------------------------------
+
+
+@pytest.fixture
+def log_fetches(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """Every read of the log a follower made (found rows or not)."""
+    calls: list[dict[str, Any]] = []
+    original = relay.log_fetch
+
+    async def counting(**kwargs: Any) -> list[LoggedEvent]:
+        calls.append(kwargs)
+        return await original(**kwargs)
+
+    monkeypatch.setattr(relay, "log_fetch", counting)
+    return calls
+
+
+def follow_joined(run_id: str, joined: Any) -> asyncio.Task[list[LoggedEvent]]:
+    async def follow() -> list[LoggedEvent]:
+        return [event async for event in follow_run(run_id, joined=joined)]
+
+    return asyncio.create_task(follow())
+
+
+@pytest.mark.parametrize("joined_first", [True, False], ids=["joined first", "joins itself"])
+async def test_a_follower_that_joined_before_the_run_was_queued_does_not_read_the_log_first(
+    run_id: str, log_fetches: list[dict[str, Any]], joined_first: bool
+) -> None:
+    events = reply_events(4)
+    joined = await relay.join_run(run_id) if joined_first else None
+    following = follow_joined(run_id, joined)
+    if not joined_first:
+        await in_group(run_id)
+    await write_log(run_id, events)
+    await announce_batch(run_id, events)
+
+    assert as_tuples(await asyncio.wait_for(following, FOLLOW_TIMEOUT)) == as_tuples(events)
+    # The one read a follower that joins itself makes (nothing was logged yet: it finds none).
+    assert len(log_fetches) == (0 if joined_first else 1)
+    assert not get_channel_layer().groups.get(run_group(run_id))
+
+
+async def test_a_follower_that_joined_first_still_reads_a_dropped_batch_from_the_log(
+    run_id: str, log_reads: list[int]
+) -> None:
+    events = reply_events(7)  # seqs 1..10
+    following = follow_joined(run_id, await relay.join_run(run_id))
+    await write_log(run_id, events)
+
+    await announce_batch(run_id, events[:3])
+    await announce_batch(run_id, events[6:])  # events[3:6] lost by the layer
+
+    assert as_tuples(await asyncio.wait_for(following, FOLLOW_TIMEOUT)) == as_tuples(events)
+    assert set(log_reads) == {4, 5, 6}
+
+
+async def test_a_follower_that_joined_first_reads_the_log_when_the_layer_says_nothing(
+    run_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(relay, "IDLE_CHECK_SECONDS", 0.05)
+    events = reply_events(3)
+    following = follow_joined(run_id, await relay.join_run(run_id))
+    await write_log(run_id, events)  # logged, never announced
+
+    assert as_tuples(await asyncio.wait_for(following, FOLLOW_TIMEOUT)) == as_tuples(events)
+
+
+async def test_followers_on_redis_pub_sub_keep_no_channel_once_they_end(
+    run_id: str, log_fetches: list[dict[str, Any]]
+) -> None:
+    with override_settings(CHANNEL_LAYERS=layer_settings(REDIS_PUBSUB)):
+        layer = get_channel_layer()
+        try:
+            for _ in range(3):
+                events = reply_events(2)
+                joined = await relay.join_run(run_id)
+                following = follow_joined(run_id, joined)
+                await asyncio.sleep(0)
+                await announce_batch(run_id, events)
+                assert as_tuples(await asyncio.wait_for(following, 5)) == as_tuples(events)
+            loop_layer = layer._get_layer()
+            assert (loop_layer.channels, loop_layer.groups) == ({}, {})
+            assert log_fetches == []
+        finally:
+            await layer.flush()
 
 
 # --- slow followers on a layer that drops --------------------------------------------------------

@@ -1,0 +1,91 @@
+"""Listening to one group of the channel layer: join it, receive its messages, leave it.
+
+Channels' way is a channel of one's own (``new_channel``) added to the group. On channels_redis's
+pub/sub layer that channel is a Redis subscription and a queue of its own, which the layer
+gives back only when a ``receive`` on it is cancelled: a run's follower that ended on its last
+message kept both for the life of the process (one per followed run, a leak the celery shape's
+web process paid at every turn), and each ``receive`` that timed out unsubscribed the channel
+and subscribed it again. On that layer, here, the channel is a queue in this process only: the
+group is the one subscription, and leaving gives back both. Any other layer is used through
+its public API.
+
+Like copilot_runtime/engine/layer_publish.py this reaches into channels_redis 4.x (pinned in
+requirements.lock); tests/copilot_runtime/engine/test_layer_groups.py holds it to the real layer
+on a real Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import uuid
+from typing import Any
+
+
+def _pubsub_loop_layer(layer: Any) -> Any | None:
+    """The pub/sub layer's part for the running loop, or None on any other layer."""
+    # Never imported here: a process on another layer does not load redis-py (~15 MiB).
+    pubsub = sys.modules.get("channels_redis.pubsub")
+    if pubsub is None or not isinstance(layer, pubsub.RedisPubSubChannelLayer):
+        return None
+    return layer._get_layer()
+
+
+class GroupListener:
+    """Member of one group until ``leave``; ``receive`` may be cancelled (a timeout) and called
+    again without losing the membership or a message."""
+
+    def __init__(self, layer: Any, group: str, channel: str, queue: asyncio.Queue[Any] | None):
+        self._layer = layer
+        self._group = group
+        self.channel = channel
+        self._queue = queue  # the pub/sub layer's queue of this channel, else None
+        self._left = False
+
+    @property
+    def left(self) -> bool:
+        return self._left
+
+    @classmethod
+    async def join(cls, layer: Any, group: str) -> GroupListener:
+        """In the group once this returns: a message the layer sends to it from then on
+        reaches ``receive``. Raises what the layer raised."""
+        loop_layer = _pubsub_loop_layer(layer)
+        if loop_layer is None:
+            channel = await layer.new_channel()
+            await layer.group_add(group, channel)
+            return cls(layer, group, channel, None)
+        channel = f"{loop_layer.prefix}specific.{uuid.uuid4().hex}"
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        loop_layer.channels[channel] = queue
+        try:
+            await loop_layer.group_add(group, channel)
+        except BaseException:
+            loop_layer.channels.pop(channel, None)
+            raise
+        return cls(layer, group, channel, queue)
+
+    async def receive(self) -> dict[str, Any]:
+        if self._queue is None:
+            message: dict[str, Any] = await self._layer.receive(self.channel)
+            return message
+        return self._layer.deserialize(await self._queue.get())  # type: ignore[no-any-return]
+
+    async def leave(self) -> None:
+        """Out of the group, the channel given back. Best effort: a layer that fails here
+        (Redis gone) has nothing left to deliver."""
+        if self._left:
+            return
+        self._left = True
+        try:
+            await self._layer.group_discard(self._group, self.channel)
+        finally:
+            loop_layer = _pubsub_loop_layer(self._layer) if self._queue is not None else None
+            if loop_layer is not None:
+                loop_layer.channels.pop(self.channel, None)
+
+
+async def leave_quietly(listener: GroupListener) -> None:
+    with contextlib.suppress(Exception):
+        await listener.leave()

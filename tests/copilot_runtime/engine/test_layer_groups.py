@@ -1,0 +1,125 @@
+"""``GroupListener``: in a group of the channel layer until it leaves, and nothing kept after.
+
+On channels_redis's pub/sub layer it reaches into the layer (copilot_runtime/engine/
+layer_groups.py): these tests run it against the real layer and a real Redis, so that an upgrade
+that moves what it relies on fails here rather than in production.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from channels.layers import get_channel_layer
+from django.test import override_settings
+
+from copilot_runtime.engine.layer_groups import GroupListener
+from tests.copilot_runtime.engine.test_layer_publish import _redis_url
+
+IN_MEMORY = "channels.layers.InMemoryChannelLayer"
+REDIS_LISTS = "channels_redis.core.RedisChannelLayer"
+REDIS_PUBSUB = "channels_redis.pubsub.RedisPubSubChannelLayer"
+
+
+@pytest.fixture
+def redis_client() -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(_redis_url())
+    client.flushdb()
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture(params=[IN_MEMORY, REDIS_LISTS, REDIS_PUBSUB], ids=["in-memory", "lists", "pubsub"])
+def layer(request: pytest.FixtureRequest, redis_client: redis.Redis) -> Iterator[Any]:
+    config: dict[str, Any] = {}
+    if request.param != IN_MEMORY:
+        config["hosts"] = [_redis_url()]
+    layers = {"default": {"BACKEND": request.param, "CONFIG": config}}
+    with override_settings(CHANNEL_LAYERS=layers):
+        yield get_channel_layer()
+
+
+async def _close(layer: Any) -> None:
+    # The lists layer's pools; the others hold nothing a flush would lose.
+    await (layer.close_pools() if hasattr(layer, "close_pools") else layer.flush())
+
+
+async def test_a_member_receives_its_groups_messages_until_it_leaves(layer: Any) -> None:
+    try:
+        listener = await GroupListener.join(layer, "run.a")
+        other = await GroupListener.join(layer, "run.b")
+        await layer.group_send("run.a", {"type": "run.batch", "n": 1})
+        await layer.group_send("run.b", {"type": "run.batch", "n": 2})
+        await layer.group_send("run.a", {"type": "run.batch", "n": 3})
+
+        assert await asyncio.wait_for(listener.receive(), 5) == {"type": "run.batch", "n": 1}
+        assert await asyncio.wait_for(listener.receive(), 5) == {"type": "run.batch", "n": 3}
+        assert await asyncio.wait_for(other.receive(), 5) == {"type": "run.batch", "n": 2}
+        await listener.leave()
+        await other.leave()
+        assert listener.left
+    finally:
+        await _close(layer)
+
+
+async def test_a_receive_that_timed_out_keeps_the_membership_and_loses_nothing(
+    layer: Any,
+) -> None:
+    try:
+        listener = await GroupListener.join(layer, "run.c")
+        for _ in range(3):  # a follower's idle checks
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(listener.receive(), 0.05)
+        await layer.group_send("run.c", {"type": "run.batch", "n": 4})
+
+        assert await asyncio.wait_for(listener.receive(), 5) == {"type": "run.batch", "n": 4}
+        await listener.leave()
+    finally:
+        await _close(layer)
+
+
+@pytest.mark.parametrize("timeouts", [0, 2], ids=["ended on its last message", "idle first"])
+async def test_on_redis_pub_sub_a_listener_that_left_keeps_nothing_here_or_in_redis(
+    redis_client: redis.Redis, timeouts: int
+) -> None:
+    """The layer's own channels stayed subscribed, queue and all, once their follower ended on
+    its last message: one per followed run, for the life of the process."""
+    config = {"hosts": [_redis_url()]}
+    with override_settings(CHANNEL_LAYERS={"default": {"BACKEND": REDIS_PUBSUB, "CONFIG": config}}):
+        layer = get_channel_layer()
+        try:
+            for run in range(20):
+                listener = await GroupListener.join(layer, f"run.{run}")
+                for _ in range(timeouts):
+                    with pytest.raises(TimeoutError):
+                        await asyncio.wait_for(listener.receive(), 0.02)
+                # The group is the one subscription (a subscription of one's own channel
+                # too was a second command each way).
+                assert len(redis_client.pubsub_channels()) == 1
+                await layer.group_send(f"run.{run}", {"type": "run.batch", "run": run})
+                assert (await asyncio.wait_for(listener.receive(), 5))["run"] == run
+                await listener.leave()
+
+            loop_layer = layer._get_layer()
+            assert loop_layer.channels == {}
+            assert loop_layer.groups == {}
+            assert redis_client.pubsub_channels() == []
+        finally:
+            await layer.flush()
+
+
+async def test_a_listener_that_cannot_join_leaves_nothing_behind(redis_client: redis.Redis) -> None:
+    config = {"hosts": ["redis://127.0.0.1:1/0"]}  # nothing listens there
+    with override_settings(CHANNEL_LAYERS={"default": {"BACKEND": REDIS_PUBSUB, "CONFIG": config}}):
+        layer = get_channel_layer()
+        try:
+            with pytest.raises(Exception):  # noqa: B017 (redis-py's connection error)
+                await GroupListener.join(layer, "run.d")
+            assert layer._get_layer().channels == {}
+        finally:
+            await layer.flush()
