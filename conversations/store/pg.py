@@ -41,7 +41,6 @@ from conversations.services.messages import _NOT_STORED_ROLES
 from conversations.services.runs import LoggedEvent, ThreadBusy
 from conversations.services.threads import ThreadNotAvailable, title_from_text
 from conversations.store.grouped import Grouped, PerLoop
-from conversations.store.pg_claims import Claim, claims_statement, settle_claims
 from conversations.store.pg_progress import (
     AGENT_STATE,
     MESSAGE,
@@ -344,12 +343,13 @@ class PgTurnStore:
     # --- the run's life -----------------------------------------------------------------------
 
     async def mark_running(self, *, run_id: str, model: str) -> bool:
-        claim = Claim(run_id, model)
-        try:
-            await _claims.get().submit(claim)
-        except psycopg.Error as exc:
-            raise _translate(exc) from exc
-        return claim.claimed
+        now = timezone.now()
+        row = await self._execute(
+            f"UPDATE {RUN} SET status = %s, started_at = %s, heartbeat_at = %s,"
+            " model = %s, attempts = attempts + 1 WHERE id = %s AND status = %s RETURNING 1",
+            (str(RunStatus.RUNNING), now, now, model, run_id, str(RunStatus.PENDING)),
+        )
+        return row is not None
 
     async def heartbeats(self, *, run_ids: list[str]) -> set[str]:
         rows = await self._execute(
@@ -452,17 +452,6 @@ async def _look_many(asked: Sequence[_Asked]) -> None:
 
 
 _look_ups: PerLoop[Grouped[_Asked]] = PerLoop(lambda: Grouped(_look_many, at_once=True))
-
-
-async def _claim_many(claims: Sequence[Claim]) -> None:
-    pool = await POOLS.get()
-    async with pool.connection() as conn:
-        cur = await conn.execute(*claims_statement(claims, now=timezone.now()))
-        claimed = {run_id for (run_id,) in await cur.fetchall()}
-    settle_claims(claims, claimed)
-
-
-_claims: PerLoop[Grouped[Claim]] = PerLoop(lambda: Grouped(_claim_many, at_once=True))
 
 
 class _Busy(Exception):

@@ -432,61 +432,6 @@ async def test_a_thread_created_meanwhile_by_another_request_is_looked_up_again(
 # --- a run started while its turn's write is in flight -------------------------------------
 
 
-# --- claims grouped per event loop ---------------------------------------------------------------
-
-
-async def test_runs_claimed_together_share_a_statement_and_each_is_taken_once(
-    pg: PgTurnStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    groups: list[list[str]] = []
-    real = pg_store._claim_many
-
-    async def counted(claims: Any) -> None:
-        groups.append([claim.run_id for claim in claims])
-        await real(claims)
-
-    monkeypatch.setattr(pg_store, "_claim_many", counted)
-    runs = [
-        (await pg.prepare(turn=record(f"t-claim-{n}", history("q")), reap=never_reap)).run_id
-        for n in range(4)
-    ]
-    await Run.objects.filter(pk=runs[3]).aupdate(status=RunStatus.CANCELLED)
-    before = timezone.now()
-
-    claimed = await asyncio.gather(
-        pg.mark_running(run_id=runs[0], model="first"),
-        pg.mark_running(run_id=runs[1], model="m1"),
-        pg.mark_running(run_id=runs[2], model="m2"),
-        pg.mark_running(run_id=runs[1], model="again"),  # delivered twice: taken once
-        pg.mark_running(run_id=runs[3], model="m3"),  # stopped before it started
-        pg.mark_running(run_id="no-such-run", model="m"),
-    )
-
-    # The first at once; those that came while it was in flight share the next statement.
-    assert groups == [[runs[0]], [runs[1], runs[2], runs[1], runs[3], "no-such-run"]]
-    assert claimed == [True, True, True, False, False, False]
-    rows = {r.pk: r async for r in Run.objects.filter(pk__in=runs)}
-    for run_id, model in ((runs[0], "first"), (runs[1], "m1"), (runs[2], "m2")):
-        row = rows[run_id]
-        assert (row.status, row.model, row.attempts) == (RunStatus.RUNNING, model, 1)
-        assert row.started_at is not None and row.started_at >= before
-        assert row.heartbeat_at == row.started_at
-    assert (rows[runs[3]].status, rows[runs[3]].attempts) == (RunStatus.CANCELLED, 0)
-
-
-async def test_a_claim_sets_what_the_orm_sets(pg: PgTurnStore) -> None:
-    orm = OrmTurnStore()
-    rows = []
-    for store, thread_id in ((pg, "claim-sql"), (orm, "claim-orm")):
-        prepared = await store.prepare(turn=record(thread_id, history("q")), reap=never_reap)
-        assert await store.mark_running(run_id=prepared.run_id, model="gpt-x") is True
-        assert await store.mark_running(run_id=prepared.run_id, model="gpt-y") is False
-        row = await Run.objects.aget(pk=prepared.run_id)
-        rows.append((row.status, row.model, row.attempts, row.started_at is not None))
-        assert row.heartbeat_at == row.started_at
-    assert rows[0] == rows[1] == (RunStatus.RUNNING, "gpt-x", 1, True)
-
-
 async def test_a_turn_started_before_it_is_stored_writes_what_the_orm_writes(
     pg: PgTurnStore,
 ) -> None:
