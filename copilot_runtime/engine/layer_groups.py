@@ -49,8 +49,10 @@ class GroupListener:
 
     @classmethod
     async def join(cls, layer: Any, group: str) -> GroupListener:
-        """In the group once this returns: a message the layer sends to it from then on
-        reaches ``receive``. Raises what the layer raised."""
+        """In the group once this returns: on the lists and in-memory layers at once; on
+        the pub/sub layer the subscription has been written to Redis, which reads it no
+        later than what this process sends afterwards (a run's task): a message published in
+        answer to that reaches ``receive``. Raises what the layer raised."""
         loop_layer = _pubsub_loop_layer(layer)
         if loop_layer is None:
             channel = await layer.new_channel()
