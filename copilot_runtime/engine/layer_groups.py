@@ -69,10 +69,12 @@ class GroupListener:
         return cls(layer, group, channel, queue)
 
     async def receive(self) -> dict[str, Any]:
+        message: dict[str, Any]
         if self._queue is None:
-            message: dict[str, Any] = await self._layer.receive(self.channel)
-            return message
-        return self._layer.deserialize(await self._queue.get())  # type: ignore[no-any-return]
+            message = await self._layer.receive(self.channel)
+        else:
+            message = self._layer.deserialize(await self._queue.get())
+        return message
 
     async def leave(self) -> None:
         """Out of the group, the channel given back. Best effort: a layer that fails here

@@ -118,7 +118,7 @@ async def test_a_listener_that_cannot_join_leaves_nothing_behind(redis_client: r
     with override_settings(CHANNEL_LAYERS={"default": {"BACKEND": REDIS_PUBSUB, "CONFIG": config}}):
         layer = get_channel_layer()
         try:
-            with pytest.raises(Exception):  # noqa: B017 (redis-py's connection error)
+            with pytest.raises(redis.exceptions.ConnectionError):
                 await GroupListener.join(layer, "run.d")
             assert layer._get_layer().channels == {}
         finally:
