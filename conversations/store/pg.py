@@ -58,6 +58,7 @@ from conversations.store.types import (
     SpanWrite,
     TurnRecord,
 )
+from copilot_runtime.events.recent import PrefixMemo, first_input_id
 
 logger = logging.getLogger(__name__)
 
@@ -228,16 +229,7 @@ class PgTurnStore:
         now = timezone.now()
         user = turn.user
         owner_id = user.pk if user.is_authenticated else None
-        # One pass over the history (it grows with the thread): the stored kinds, each id's
-        # first message (a client repeating an id stores it once), in order.
-        first_of: dict[str, Any] = {}
-        for message in turn.messages:
-            if message.kind == "text" and message.role in _NOT_STORED_ROLES:
-                continue
-            if not message.id:  # a client may omit ids; never store a null one
-                message.id = f"ck-{uuid.uuid4()}"
-            if message.id not in first_of:
-                first_of[message.id] = message
+        first_of = _stored_by_id(turn.messages)
         incoming = list(first_of)
         # Statement 1, shared with the loop's other turns that come while one is in flight:
         # everything the turn needs to know; the thread is created on first use. Of the
@@ -410,6 +402,33 @@ class LookUp(NamedTuple):
     ids: list[str]  # the message ids the request carries
     state_of: str | None  # the agent whose latest state is wanted, if any
     now: dt.datetime  # the thread's creation time, if it creates it
+
+
+# What ``_stored_by_id`` made of a history, for the next turn re-sending the same messages.
+_STORED_BY_ID: PrefixMemo[dict[str, Any]] = PrefixMemo(first_id=first_input_id)
+
+
+def _stored_by_id(messages: list[Any]) -> dict[str, Any]:
+    """The history's stored kinds by id, each id's first message (a client repeating an id
+    stores it once), in order. A history re-sent with the next turn resumes after the messages
+    the last turn's pass went over (``PrefixMemo``): the pass costs the new messages, not the
+    thread. The dict returned may be the one kept: callers must not change it."""
+    done, kept = _STORED_BY_ID.resume(messages)
+    if done == len(messages) and kept is not None:
+        return kept
+    first_of: dict[str, Any] = dict(kept) if kept is not None else {}
+    minted = False
+    for message in messages[done:] if done else messages:
+        if message.kind == "text" and message.role in _NOT_STORED_ROLES:
+            continue
+        if not message.id:  # a client may omit ids; never store a null one
+            message.id = f"ck-{uuid.uuid4()}"
+            minted = True
+        if message.id not in first_of:
+            first_of[message.id] = message
+    if not minted:  # an id minted here is this turn's own: never resumed from
+        _STORED_BY_ID.keep(messages, first_of)
+    return first_of
 
 
 class _Asked:

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from copilot_runtime.events.recent import PrefixMemo, Recent
+from copilot_runtime.events.recent import PrefixMemo, Recent, first_input_id
 from copilot_runtime.events.request import (
     ForwardedParameters,
     FrontendAction,
@@ -397,14 +397,22 @@ def echoed_input(raw: dict[str, Any], new_message_ids: Iterable[str]) -> dict[st
     return {**raw, "messages": [messages[index] for index in sorted(chosen)]}
 
 
+_WITHOUT_SYSTEM: PrefixMemo[tuple[InputMessage, ...]] = PrefixMemo(first_id=first_input_id)
+
+
 def without_system_messages(messages: list[InputMessage]) -> list[InputMessage]:
     """The history without the client's system and developer messages (what reaches a built-in
-    agent's model on v2 unless it sets ``forward_system_messages``)."""
-    return [
+    agent's model on v2 unless it sets ``forward_system_messages``). A history re-sent with
+    the next turn is filtered from where the last turn's stopped (``PrefixMemo``)."""
+    done, kept = _WITHOUT_SYSTEM.resume(messages)
+    remaining = [
         message
-        for message in messages
+        for message in (messages[done:] if done else messages)
         if not (message.kind == "text" and message.role in ("system", "developer"))
     ]
+    filtered = remaining if kept is None else [*kept, *remaining]
+    _WITHOUT_SYSTEM.keep(messages, tuple(filtered))
+    return filtered
 
 
 # --- forwardedProps -> model parameters -------------------------------------------------------

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 
 from copilot_runtime.engine.actions import ServerAction
-from copilot_runtime.events.recent import PrefixMemo
+from copilot_runtime.events.recent import PrefixMemo, first_input_id
 from copilot_runtime.events.request import FrontendAction, InputMessage
 
 
@@ -25,10 +25,6 @@ def _context_message(context: list[tuple[str, str]]) -> dict[str, Any] | None:
 _INSTRUCTION_ROLES = ("system", "developer")
 
 
-def _first_input_id(messages: list[Any]) -> str | None:
-    return messages[0].id or None if messages else None
-
-
 @dataclass(frozen=True, slots=True)
 class _Folded:
     """What converting a history's messages left after them, for the next turn that re-sends
@@ -42,7 +38,7 @@ class _Folded:
     answered: dict[str, int]
 
 
-_FOLDED: PrefixMemo[_Folded] = PrefixMemo(first_id=_first_input_id)
+_FOLDED: PrefixMemo[_Folded] = PrefixMemo(first_id=first_input_id)
 
 
 class _Fold:

@@ -231,6 +231,11 @@ class PrefixMemo(Generic[State]):
             self._count -= len(dropped)
 
 
+def first_input_id(messages: list[Any]) -> str | None:
+    """``PrefixMemo``'s key for a history of converted messages (``InputMessage``)."""
+    return messages[0].id or None if messages else None
+
+
 def _first_id(messages: list[Any]) -> str | None:
     first = messages[0] if messages else None
     message_id = first.get("id") if type(first) is dict else None

@@ -53,6 +53,21 @@ def test_every_instruction_takes_the_role_and_nothing_else_changes() -> None:
     assert with_instruction_role(plain, "developer") is plain  # nothing copied when not needed
 
 
+def test_a_history_already_in_the_role_is_sent_as_it_is() -> None:
+    history = [
+        {"role": "developer", "content": "Be brief"},
+        {"content": "no role"},
+        *({"role": "user", "content": f"q{n}"} for n in range(50)),
+        {"role": "developer", "content": "Later instructions"},
+    ]
+    assert with_instruction_role(history, "developer") is history
+    # One instruction far down in the other role is enough to convert it.
+    converted = with_instruction_role([*history, {"role": "system", "content": "x"}], "developer")
+    assert converted[-1] == {"role": "developer", "content": "x"}
+    assert [m.get("role") for m in converted[:-1]] == [m.get("role") for m in history]
+    assert with_instruction_role(history, "system")[0]["role"] == "system"
+
+
 @pytest.mark.parametrize("setting", ["auto", "developer"])
 async def test_the_model_receives_the_role(fake_upstream: Any, setting: str) -> None:
     adapter = OpenAIAdapter(

@@ -15,6 +15,7 @@ from copilot_runtime.agui.run_input import (
     input_messages_from_agui,
     run_input_parse,
     turn_request_from_run_input,
+    without_system_messages,
 )
 from copilot_runtime.events.recent import PrefixMemo
 from copilot_runtime.events.request import InputMessage
@@ -488,3 +489,33 @@ def test_a_history_with_an_issue_is_not_kept_whole() -> None:
     bad[2]["role"] = "narrator"
     assert issue_paths(body(messages=bad)) == [["messages", 2, "role"]]
     assert issue_paths(body(messages=[*bad, *_history("later", 1)])) == [["messages", 2, "role"]]
+
+
+def test_a_growing_history_loses_its_system_messages_as_a_fresh_one_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    resumed: list[int] = []
+    resume = run_input._WITHOUT_SYSTEM.resume
+
+    def counting(messages: list[Any]) -> Any:
+        done, kept = resume(messages)
+        resumed.append(done)
+        return done, kept
+
+    monkeypatch.setattr(run_input._WITHOUT_SYSTEM, "resume", counting)
+    rng = random.Random(7)
+    kinds = [("text", "user"), ("text", "assistant"), ("text", "system"), ("text", "developer")]
+    kinds.append(("action_execution", ""))
+    history: list[InputMessage] = []
+    for turn in range(15):
+        for n in range(3):
+            kind, role = rng.choice(kinds)
+            history = [*history, InputMessage(id=f"w-{turn}-{n}", kind=kind, role=role)]
+        kept = without_system_messages(history)
+        with monkeypatch.context() as scratch:
+            scratch.setattr(run_input, "_WITHOUT_SYSTEM", PrefixMemo(first_id=lambda _: None))
+            fresh = without_system_messages(history)
+        assert [id(m) for m in kept] == [id(m) for m in fresh]
+        assert all(m.role not in ("system", "developer") for m in kept)
+        kept.append(history[0])  # the caller's list is its own: nothing kept changes
+        assert resumed[-1] == (len(history) - 3 if turn else 0)

@@ -1,0 +1,81 @@
+"""The pass that picks a turn's stored messages out of its history (``_stored_by_id``): a
+history re-sent with the next turn is picked from where the last pass stopped, and the result is
+always the one a pass over the whole history gives."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from conversations.store import pg as pg_store
+from copilot_runtime.events.recent import PrefixMemo
+from copilot_runtime.events.request import InputMessage
+
+
+def _message(rng: random.Random, n: int, seed: int) -> InputMessage:
+    choice = rng.randrange(6)
+    if choice == 0:
+        return InputMessage(id=f"s{seed}-{n}", kind="text", role="system", content="note")
+    if choice == 1:  # an id the history already carries: its first message is the one stored
+        return InputMessage(id=f"m{seed}-{rng.randrange(max(1, n))}", kind="text", role="user")
+    if choice == 2:
+        return InputMessage(id=f"a{seed}-{n}", kind="action_execution", action_name="act")
+    return InputMessage(id=f"m{seed}-{n}", kind="text", role=rng.choice(["user", "assistant"]))
+
+
+def _identities(picked: dict[str, Any]) -> list[tuple[str, int]]:
+    return [(message_id, id(message)) for message_id, message in picked.items()]
+
+
+def _from_scratch(monkeypatch: pytest.MonkeyPatch, messages: list[Any]) -> list[tuple[str, int]]:
+    with monkeypatch.context() as scratch:
+        scratch.setattr(pg_store, "_STORED_BY_ID", PrefixMemo(first_id=lambda _: None))
+        return _identities(pg_store._stored_by_id(messages))
+
+
+def test_a_growing_history_gives_what_a_whole_pass_gives_and_resumes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    resumed: list[int] = []
+    resume = pg_store._STORED_BY_ID.resume
+
+    def counting(messages: list[Any]) -> Any:
+        done, kept = resume(messages)
+        resumed.append(done)
+        return done, kept
+
+    monkeypatch.setattr(pg_store._STORED_BY_ID, "resume", counting)
+    for seed in range(30):
+        rng = random.Random(seed)
+        history = [InputMessage(id=f"first-{seed}", kind="text", role="user")]
+        for turn in range(10):
+            history = [*history, *(_message(rng, len(history) + k, seed) for k in range(3))]
+            picked = pg_store._stored_by_id(history)
+            assert _identities(picked) == _from_scratch(monkeypatch, history), (seed, turn)
+            assert not any(m.role == "system" for m in picked.values())
+            # Every turn after the first resumed after all of the last turn's messages.
+            assert resumed[-1] == (0 if turn == 0 else len(history) - 3)
+
+
+def test_a_history_that_changed_is_picked_again_from_its_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    one = InputMessage(id="x-1", kind="text", role="user")
+    two = InputMessage(id="x-2", kind="text", role="assistant")
+    pg_store._stored_by_id([one, two])
+    # The same ids as other objects (an edited message comes back parsed anew).
+    edited = InputMessage(id="x-2", kind="text", role="assistant", content="edited")
+    picked = pg_store._stored_by_id([one, edited, InputMessage(id="x-3", kind="text")])
+    assert picked["x-2"] is edited
+    assert list(picked) == ["x-1", "x-2", "x-3"]
+
+
+def test_an_id_minted_for_a_message_without_one_is_never_resumed_from() -> None:
+    head = InputMessage(id="y-1", kind="text", role="user")
+    anonymous = InputMessage(id="", kind="text", role="assistant")
+    picked = pg_store._stored_by_id([head, anonymous])
+    assert anonymous.id.startswith("ck-") and picked[anonymous.id] is anonymous
+    done, _kept = pg_store._STORED_BY_ID.resume([head, anonymous])
+    assert done == 0  # the pass that minted it kept nothing
