@@ -155,8 +155,20 @@ def split_fragments(arguments: str, *, count: int) -> tuple[str, ...]:
     return tuple(arguments[start : start + size] for start in range(0, len(arguments), size))
 
 
+# Each ASCII byte as b" " (whitespace, as ``str.split`` sees it) or b"w" (part of a word).
+_WORD_MARKS = bytes(0x20 if chr(code).isspace() else 0x77 for code in range(256))
+
+
 def count_prompt_words(messages: Sequence[Mapping[str, Any]]) -> int:
-    return sum(len(content_text(message.get("content")).split()) for message in messages)
+    """The words of every message's content, as ``str.split`` counts them. Counted on bytes
+    for ASCII text (a word starts where a space is followed by a word byte): splitting made a
+    string per word, about 0.15 ms before the first token at 240 messages, which every turn
+    of a long thread waited on, in both runtimes' columns."""
+    text = " ".join([content_text(message.get("content")) for message in messages])
+    if not text.isascii():
+        return len(text.split())
+    marks = text.encode().translate(_WORD_MARKS)
+    return marks.count(b" w") + marks.startswith(b"w")
 
 
 def default_reply(messages: Sequence[Mapping[str, Any]]) -> str:
