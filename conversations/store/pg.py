@@ -41,6 +41,7 @@ from conversations.services.messages import _NOT_STORED_ROLES
 from conversations.services.runs import LoggedEvent, ThreadBusy
 from conversations.services.threads import ThreadNotAvailable, title_from_text
 from conversations.store.grouped import Grouped, PerLoop
+from conversations.store.known import KNOWN, KnownHistory
 from conversations.store.pg_progress import (
     AGENT_STATE,
     MESSAGE,
@@ -234,9 +235,28 @@ class PgTurnStore:
         # Statement 1, shared with the loop's other turns that come while one is in flight:
         # everything the turn needs to know; the thread is created on first use. Of the
         # messages, only the ids the request carries are read, and two aggregates: never the
-        # whole thread. No transaction spans the two statements: the database keeps one active
-        # run per thread (run_one_active_per_thread), so of two requests racing on a thread the
-        # second one's write fails whole, as THREAD_BUSY.
+        # whole thread; and of those ids, only the ones this process does not already know
+        # the thread holds as current (``KNOWN``: a continued thread's new messages). No
+        # transaction spans the two statements: the database keeps one active run per thread
+        # (run_one_active_per_thread), so of two requests racing on a thread the second one's
+        # write fails whole, as THREAD_BUSY.
+        known = KNOWN.get(turn.thread_id)
+        asked = incoming if known is None else [i for i in incoming if i not in known.ids]
+        look_up = LookUp(
+            thread_id=turn.thread_id,
+            owner_id=owner_id,
+            agent_name=turn.agent_name,
+            ids=asked,
+            state_of=turn.agent_name if turn.want_state else None,
+            now=now,
+        )
+        row = await _look(look_up)
+        if known is not None and (row[0], row[-1]) != (known.thread_pk, known.version):
+            # The thread's messages changed since (or it is another thread under the same
+            # id): what this process knew of them is no longer so. Asked again, whole.
+            KNOWN.forget(turn.thread_id)
+            asked = incoming
+            row = await _look(look_up._replace(ids=incoming))
         (
             thread_pk,
             stored_owner,
@@ -247,16 +267,10 @@ class PgTurnStore:
             set_aside,
             last_position,
             latest,
-        ) = await _look(
-            LookUp(
-                thread_id=turn.thread_id,
-                owner_id=owner_id,
-                agent_name=turn.agent_name,
-                ids=incoming,
-                state_of=turn.agent_name if turn.want_state else None,
-                now=now,
-            )
-        )
+            version,
+        ) = row
+        probed_current = current_sent  # of the ids asked about
+        current_sent += len(incoming) - len(asked)  # the ids known: current at ``version``
         latest = dict(latest) if isinstance(latest, dict) else None
         visible = (
             not user.is_authenticated
@@ -272,7 +286,9 @@ class PgTurnStore:
         # with a gap (a row deleted by hand) it is more, and a turn that sent all of them only
         # runs a superseding that finds nothing: never one skipped.
         current_at_most = last + 1 - set_aside
-        if current_sent != current_at_most or restore:
+        superseding = current_sent != current_at_most or bool(restore)
+        if superseding:
+            KNOWN.forget(turn.thread_id)  # the statements below change the version
             async with await self._connection() as conn:
                 await _supersede(
                     conn.cursor(),
@@ -324,6 +340,10 @@ class PgTurnStore:
         )
         try:
             await _turn_writes.get().submit(write)
+            if not superseding:
+                _remember_known(
+                    turn.thread_id, thread_pk, version, first_of, asked, missing, probed_current
+                )
         except psycopg.errors.UniqueViolation as exc:
             # Another request on this thread wrote first (its run, or the same new
             # messages); a reused run id is the caller's own conflict.
@@ -402,6 +422,40 @@ class LookUp(NamedTuple):
     ids: list[str]  # the message ids the request carries
     state_of: str | None  # the agent whose latest state is wanted, if any
     now: dt.datetime  # the thread's creation time, if it creates it
+
+
+def _remember_known(
+    thread_id: str,
+    thread_pk: int,
+    version: int,
+    first_of: dict[str, Any],
+    asked: list[str],
+    missing: Sequence[str] | None,
+    probed_current: int,
+) -> None:
+    """After a turn stored without superseding anything: every id the request carried is now
+    stored, and each one not an agent state is current, at ``version`` (adding messages leaves
+    it as it is). The ids known before are; of the ids asked about, those the look-up found
+    are, and the database's count of them must agree (an id stored under another kind than
+    the request now gives it would not: then nothing is remembered); the missing ones were
+    just written. Only the ids asked about are looked at one by one."""
+    not_stored = set(missing or ())
+    carried = 0
+    added: list[str] = []
+    for message_id in asked:
+        if first_of[message_id].kind == MessageKind.AGENT_STATE:
+            continue
+        added.append(message_id)
+        if message_id not in not_stored:
+            carried += 1
+    if carried != probed_current:
+        KNOWN.forget(thread_id)
+        return
+    known_before = frozenset(first_of).difference(asked)
+    KNOWN.remember(
+        thread_id,
+        KnownHistory(thread_pk=thread_pk, version=version, ids=known_before.union(added)),
+    )
 
 
 # What ``_stored_by_id`` made of a history, for the next turn re-sending the same messages.
@@ -572,9 +626,10 @@ WITH asked AS (
 ), known AS (
     -- Each turn's thread, a probe of the index (LIMIT 1: thread ids are unique, and the
     -- planner does not flatten a subquery with a limit into a join over the whole table).
-    SELECT a.*, th.id, th.owner_id AS stored_owner, th.title
+    SELECT a.*, th.id, th.owner_id AS stored_owner, th.title, th.history_version
     FROM asked a LEFT JOIN LATERAL (
-        SELECT id, owner_id, title FROM {THREAD} WHERE thread_id = a.thread_id LIMIT 1
+        SELECT id, owner_id, title, history_version FROM {THREAD}
+        WHERE thread_id = a.thread_id LIMIT 1
     ) th ON true
 ), created AS (
     -- Only threads not there yet: for an existing one, the insert's check of the unique
@@ -585,12 +640,13 @@ WITH asked AS (
         '{ThreadStatus.IDLE.value}', now, now
     FROM known WHERE id IS NULL ORDER BY thread_id, n
     ON CONFLICT (thread_id) DO NOTHING
-    RETURNING id, thread_id, owner_id, title
+    RETURNING id, thread_id, owner_id, title, history_version
 ), t AS (
     -- A thread this statement created is not in its own snapshot of the table: from created.
     SELECT k.n, k.ids, k.state_of, coalesce(k.id, c.id) AS id,
         CASE WHEN k.id IS NULL THEN c.owner_id ELSE k.stored_owner END AS owner_id,
-        coalesce(k.title, c.title) AS title
+        coalesce(k.title, c.title) AS title,
+        coalesce(k.history_version, c.history_version) AS history_version
     FROM known k LEFT JOIN created c ON k.id IS NULL AND c.thread_id = k.thread_id
 )
 SELECT t.n, t.id, t.owner_id, t.title,
@@ -606,7 +662,8 @@ SELECT t.n, t.id, t.owner_id, t.title,
       WHERE m.thread_id = t.id AND (m.superseded OR m.kind = '{MessageKind.AGENT_STATE.value}')),
     (SELECT max(m.position) FROM {MESSAGE} m WHERE m.thread_id = t.id),
     (SELECT s.state FROM {AGENT_STATE} s WHERE s.thread_id = t.id AND s.agent_name = t.state_of
-      ORDER BY s.id DESC LIMIT 1)
+      ORDER BY s.id DESC LIMIT 1),
+    t.history_version
 FROM t
 CROSS JOIN LATERAL (
     -- The ids the request carries matched with the thread's messages: one pass over each

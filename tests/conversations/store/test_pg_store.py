@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import uuid
-from collections.abc import AsyncIterator
 from decimal import Decimal
 from typing import Any
 
@@ -76,12 +75,6 @@ RUN_FIELDS = (
     "cancel_requested",
     "attempts",
 )
-
-
-@pytest.fixture
-async def pg() -> AsyncIterator[PgTurnStore]:
-    yield PgTurnStore()
-    await POOLS.close_all()
 
 
 def never_reap(run_ids: list[str]) -> int:
