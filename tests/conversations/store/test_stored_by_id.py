@@ -12,6 +12,7 @@ import pytest
 from conversations.store import pg as pg_store
 from copilot_runtime.events.recent import PrefixMemo
 from copilot_runtime.events.request import InputMessage
+from tests.support.prefix_memo import count_resumes
 
 
 def _message(rng: random.Random, n: int, seed: int) -> InputMessage:
@@ -38,15 +39,7 @@ def _from_scratch(monkeypatch: pytest.MonkeyPatch, messages: list[Any]) -> list[
 def test_a_growing_history_gives_what_a_whole_pass_gives_and_resumes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    resumed: list[int] = []
-    resume = pg_store._STORED_BY_ID.resume
-
-    def counting(messages: list[Any]) -> Any:
-        done, kept = resume(messages)
-        resumed.append(done)
-        return done, kept
-
-    monkeypatch.setattr(pg_store._STORED_BY_ID, "resume", counting)
+    resumed = count_resumes(monkeypatch, pg_store._STORED_BY_ID)
     for seed in range(30):
         rng = random.Random(seed)
         history = [InputMessage(id=f"first-{seed}", kind="text", role="user")]

@@ -19,6 +19,7 @@ from copilot_runtime.agui.run_input import (
 )
 from copilot_runtime.events.recent import PrefixMemo
 from copilot_runtime.events.request import InputMessage
+from tests.support.prefix_memo import count_resumes
 
 
 def body(**overrides: Any) -> dict[str, Any]:
@@ -381,15 +382,7 @@ def _echo_from_scratch(
 def test_the_echo_of_a_growing_history_is_the_one_made_from_scratch(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    resumed: list[int] = []
-    resume = run_input._ECHOES.resume
-
-    def counting(messages: list[Any]) -> Any:
-        done, kept = resume(messages)
-        resumed.append(done)
-        return done, kept
-
-    monkeypatch.setattr(run_input._ECHOES, "resume", counting)
+    resumed = count_resumes(monkeypatch, run_input._ECHOES)
     expected: list[bool] = []
     for seed in range(60):
         rng = random.Random(seed)
@@ -494,15 +487,7 @@ def test_a_history_with_an_issue_is_not_kept_whole() -> None:
 def test_a_growing_history_loses_its_system_messages_as_a_fresh_one_does(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    resumed: list[int] = []
-    resume = run_input._WITHOUT_SYSTEM.resume
-
-    def counting(messages: list[Any]) -> Any:
-        done, kept = resume(messages)
-        resumed.append(done)
-        return done, kept
-
-    monkeypatch.setattr(run_input._WITHOUT_SYSTEM, "resume", counting)
+    resumed = count_resumes(monkeypatch, run_input._WITHOUT_SYSTEM)
     rng = random.Random(7)
     kinds = [("text", "user"), ("text", "assistant"), ("text", "system"), ("text", "developer")]
     kinds.append(("action_execution", ""))

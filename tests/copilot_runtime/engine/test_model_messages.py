@@ -12,6 +12,7 @@ from copilot_runtime.engine import model_messages as model_messages_module
 from copilot_runtime.engine.model_messages import _FOLDED, _Fold, model_messages
 from copilot_runtime.events.recent import PrefixMemo
 from copilot_runtime.events.request import InputMessage
+from tests.support.prefix_memo import count_resumes
 
 
 def _text(message_id: str, role: str, content: str) -> InputMessage:
@@ -143,15 +144,7 @@ def _from_scratch(
 def test_a_growing_history_converts_as_a_fresh_one_at_every_turn(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    resumed = []
-    resume = model_messages_module._FOLDED.resume
-
-    def counting(messages: list[Any]) -> Any:
-        done, kept = resume(messages)
-        resumed.append(done)
-        return done, kept
-
-    monkeypatch.setattr(model_messages_module._FOLDED, "resume", counting)
+    resumed = count_resumes(monkeypatch, model_messages_module._FOLDED)
     expected_resumes: list[bool] = []
     for seed in range(40):
         rng = random.Random(seed)
