@@ -12,6 +12,7 @@ from django.db import connection
 from django.utils import timezone
 
 from conversations.models import Message, Thread
+from conversations.services.runs import ThreadBusy
 from conversations.store import pg as pg_store
 from conversations.store.known import KNOWN, KnownHistories, KnownHistory
 from conversations.store.orm import OrmTurnStore
@@ -186,3 +187,30 @@ def test_the_ids_known_are_bounded_least_recently_used_out_first() -> None:
     known.forget("a")
     known.remember("e", entry("e1", "e2", "e3"))
     assert known.get("c") is not None and known.get("e") is not None
+
+
+async def test_a_turn_whose_write_fails_leaves_what_was_known(
+    pg: PgTurnStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await pg.prepare(turn=record("t-failed", history("a")), reap=never_reap)  # still pending
+    before = KNOWN.get("t-failed")
+    assert before is not None and before.ids == frozenset({"m0"})
+    look = pg_store._look
+
+    async def blind_to_active_runs(look_up: pg_store.LookUp) -> tuple[Any, ...]:
+        row = await look(look_up)
+        return (*row[:3], None, *row[4:])
+
+    monkeypatch.setattr(pg_store, "_look", blind_to_active_runs)
+    prepared = await pg.prepare(
+        turn=record(
+            "t-failed", history("a", "b", "c"), start_running=True, start_before_stored=True
+        ),
+        reap=never_reap,
+    )
+    assert prepared.stored is not None
+    with pytest.raises(ThreadBusy):
+        await prepared.stored
+    # The new messages were never stored: they are not known.
+    known = KNOWN.get("t-failed")
+    assert known is not None and known.ids == frozenset({"m0"})
