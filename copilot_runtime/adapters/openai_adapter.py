@@ -49,7 +49,10 @@ def with_instruction_role(messages: list[dict[str, Any]], role: str) -> list[dic
     # The roles present, gathered in C (``map`` over ``dict.get``): this runs over the whole
     # history before every model request, and a generator's step per message cost about
     # 50 us at 240 messages, where this costs a few.
-    roles = set(map(dict.get, messages, repeat("role")))
+    try:
+        roles = set(map(dict.get, messages, repeat("role")))
+    except TypeError:  # a message that is not a dict, or a role that is not a string
+        roles = {m.get("role") for m in messages if isinstance(m.get("role"), str)}
     if not any(other in roles for other in INSTRUCTION_ROLES if other != role):
         return messages
     return [

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import pytest
 
+from conversations.store import pg as pg_store
 from conversations.store.pg import POOLS, PgTurnStore
 
 
@@ -12,3 +14,20 @@ async def pg() -> AsyncIterator[PgTurnStore]:
     """The raw-SQL store; its connection pools are closed after the test."""
     yield PgTurnStore()
     await POOLS.close_all()
+
+
+@pytest.fixture
+def blind_to_active_runs(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
+    """Call it to make every later look-up report no active run: the next turn then reads
+    its thread as free while another's run is pending, as a request racing that one would."""
+
+    def blind() -> None:
+        look = pg_store._look
+
+        async def without_active_runs(look_up: pg_store.LookUp) -> tuple[Any, ...]:
+            row = await look(look_up)
+            return (*row[:3], None, *row[4:])
+
+        monkeypatch.setattr(pg_store, "_look", without_active_runs)
+
+    return blind

@@ -4,6 +4,7 @@ when the thread's messages changed behind the process's back."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -190,18 +191,12 @@ def test_the_ids_known_are_bounded_least_recently_used_out_first() -> None:
 
 
 async def test_a_turn_whose_write_fails_leaves_what_was_known(
-    pg: PgTurnStore, monkeypatch: pytest.MonkeyPatch
+    pg: PgTurnStore, blind_to_active_runs: Callable[[], None]
 ) -> None:
     await pg.prepare(turn=record("t-failed", history("a")), reap=never_reap)  # still pending
     before = KNOWN.get("t-failed")
     assert before is not None and before.ids == frozenset({"m0"})
-    look = pg_store._look
-
-    async def blind_to_active_runs(look_up: pg_store.LookUp) -> tuple[Any, ...]:
-        row = await look(look_up)
-        return (*row[:3], None, *row[4:])
-
-    monkeypatch.setattr(pg_store, "_look", blind_to_active_runs)
+    blind_to_active_runs()
     prepared = await pg.prepare(
         turn=record(
             "t-failed", history("a", "b", "c"), start_running=True, start_before_stored=True

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import uuid
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -490,18 +491,12 @@ async def test_a_turn_started_before_it_is_stored_is_prepared_while_its_write_wa
 
 
 async def test_a_turn_whose_write_fails_after_it_was_read_stores_nothing(
-    pg: PgTurnStore, monkeypatch: pytest.MonkeyPatch
+    pg: PgTurnStore, blind_to_active_runs: Callable[[], None]
 ) -> None:
     """A request that raced another onto the thread (its read saw no active run, the other's
     run was written first): ``stored`` fails with ThreadBusy and the write is undone whole."""
     await pg.prepare(turn=record("t-raced", history("a")), reap=never_reap)  # still pending
-    seen = pg_store._look
-
-    async def blind_to_active_runs(look_up: pg_store.LookUp) -> tuple[Any, ...]:
-        row = await seen(look_up)
-        return (*row[:3], None, *row[4:])
-
-    monkeypatch.setattr(pg_store, "_look", blind_to_active_runs)
+    blind_to_active_runs()
     prepared = await pg.prepare(
         turn=record(
             "t-raced", history("a", "b", "c"), start_running=True, start_before_stored=True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -66,6 +67,22 @@ def test_a_history_already_in_the_role_is_sent_as_it_is() -> None:
     assert converted[-1] == {"role": "developer", "content": "x"}
     assert [m.get("role") for m in converted[:-1]] == [m.get("role") for m in history]
     assert with_instruction_role(history, "system")[0]["role"] == "system"
+
+
+def test_messages_of_other_shapes_are_checked_all_the_same() -> None:
+    class Message(dict[str, Any]):
+        pass
+
+    odd: list[Any] = [
+        {"role": ["not", "a", "string"], "content": "x"},
+        MappingProxyType({"role": "user", "content": "Hi"}),
+        Message(role="system", content="Be brief"),
+    ]
+    converted = with_instruction_role(odd, "developer")
+    assert converted[2] == {"role": "developer", "content": "Be brief"}
+    assert converted[:2] == odd[:2]
+    no_instructions = odd[:2]
+    assert with_instruction_role(no_instructions, "developer") is no_instructions
 
 
 @pytest.mark.parametrize("setting", ["auto", "developer"])
