@@ -13,7 +13,6 @@ from django.db import connection
 from django.utils import timezone
 
 from conversations.models import Message, Thread
-from conversations.services.runs import ThreadBusy
 from conversations.store import pg as pg_store
 from conversations.store.known import KNOWN, KnownHistories, KnownHistory
 from conversations.store.orm import OrmTurnStore
@@ -26,6 +25,7 @@ from tests.conversations.store.test_pg_store import (
     never_reap,
     record,
     succeed,
+    write_raced,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -193,19 +193,18 @@ def test_the_ids_known_are_bounded_least_recently_used_out_first() -> None:
 async def test_a_turn_whose_write_fails_leaves_what_was_known(
     pg: PgTurnStore, blind_to_active_runs: Callable[[], None]
 ) -> None:
-    await pg.prepare(turn=record("t-failed", history("a")), reap=never_reap)  # still pending
-    before = KNOWN.get("t-failed")
+    seen: list[KnownHistory | None] = []
+    get = KNOWN.get
+
+    def recording(thread_id: str) -> KnownHistory | None:
+        seen.append(get(thread_id))  # what the racing turn found known
+        return seen[-1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(KNOWN, "get", recording)
+        await write_raced(pg, "t-failed", blind_to_active_runs)
+    before = seen[-1]
     assert before is not None and before.ids == frozenset({"m0"})
-    blind_to_active_runs()
-    prepared = await pg.prepare(
-        turn=record(
-            "t-failed", history("a", "b", "c"), start_running=True, start_before_stored=True
-        ),
-        reap=never_reap,
-    )
-    assert prepared.stored is not None
-    with pytest.raises(ThreadBusy):
-        await prepared.stored
     # The new messages were never stored: they are not known.
     known = KNOWN.get("t-failed")
     assert known is not None and known.ids == frozenset({"m0"})

@@ -490,22 +490,31 @@ async def test_a_turn_started_before_it_is_stored_is_prepared_while_its_write_wa
     assert [m[1] for m in await sync_to_async(messages_of)("t-ahead")] == ["m0", "m1", "m2"]
 
 
-async def test_a_turn_whose_write_fails_after_it_was_read_stores_nothing(
-    pg: PgTurnStore, blind_to_active_runs: Callable[[], None]
-) -> None:
-    """A request that raced another onto the thread (its read saw no active run, the other's
-    run was written first): ``stored`` fails with ThreadBusy and the write is undone whole."""
-    await pg.prepare(turn=record("t-raced", history("a")), reap=never_reap)  # still pending
+async def write_raced(
+    pg: PgTurnStore, thread_id: str, blind_to_active_runs: Callable[[], None]
+) -> PreparedTurn:
+    """A turn (m0) left pending on ``thread_id``, then one that reads the thread as free and
+    starts before its write (m0-m2), which fails with ThreadBusy; the second one, prepared."""
+    await pg.prepare(turn=record(thread_id, history("a")), reap=never_reap)  # still pending
     blind_to_active_runs()
     prepared = await pg.prepare(
         turn=record(
-            "t-raced", history("a", "b", "c"), start_running=True, start_before_stored=True
+            thread_id, history("a", "b", "c"), start_running=True, start_before_stored=True
         ),
         reap=never_reap,
     )
     assert prepared.stored is not None
     with pytest.raises(ThreadBusy):
         await prepared.stored
+    return prepared
+
+
+async def test_a_turn_whose_write_fails_after_it_was_read_stores_nothing(
+    pg: PgTurnStore, blind_to_active_runs: Callable[[], None]
+) -> None:
+    """A request that raced another onto the thread (its read saw no active run, the other's
+    run was written first): ``stored`` fails with ThreadBusy and the write is undone whole."""
+    prepared = await write_raced(pg, "t-raced", blind_to_active_runs)
     assert not await Run.objects.filter(pk=prepared.run_id).aexists()
     assert [m[1] for m in await sync_to_async(messages_of)("t-raced")] == ["m0"]
 
