@@ -5,11 +5,14 @@ payload kept."""
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import AsyncIterator
+from typing import Any
 
 import orjson
 import pytest
 
+from copilot_runtime.adapters import openai_adapter
 from copilot_runtime.adapters.base import (
     FinishChunk,
     ModelChunk,
@@ -102,7 +105,7 @@ async def _chunks(reads: AsyncIterator[list[bytes]], into: list[ModelChunk], at_
         into.append(chunk)
 
 
-def _payload(choices: list[dict[str, object]], **more: object) -> bytes:
+def _payload(choices: object, **more: object) -> bytes:
     return orjson.dumps({"id": "c1", "object": "chat.completion.chunk", "choices": choices, **more})
 
 
@@ -141,6 +144,47 @@ _SHAPES = {
     "not json": b"{not json",
     "two values": b'{"choices": []}, {"choices": []}',
     "not an object": b"[1, 2]",
+    # As the real service sends them: the fields the runtime does not read around the delta.
+    "text in its envelope": orjson.dumps(
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "m",
+            "system_fingerprint": "fp",
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"content": "\u00e9t\u00e9 "},
+                    "logprobs": None,
+                    "finish_reason": None,
+                }
+            ],
+            "usage": None,
+        }
+    ),
+    "text and call": _payload(
+        [
+            {
+                "index": 0,
+                "delta": {
+                    "content": "t",
+                    "tool_calls": [{"index": 0, "function": {"arguments": "{}"}}],
+                },
+            }
+        ]
+    ),
+    "number text": _payload([{"index": 0, "delta": {"content": 5}}]),
+    "list text": _payload([{"index": 0, "delta": {"content": [{"type": "text", "text": "x"}]}}]),
+    "null delta": _payload([{"index": 0, "delta": None}]),
+    "text delta": _payload([{"index": 0, "delta": "x"}]),
+    "choice not an object": _payload(["x"]),
+    "choices not a list": _payload({"index": 0, "delta": {"content": "x"}}),
+    "null choices": _payload(None),
+    "falsy error": _payload([{"index": 0, "delta": {"content": "e"}}], error={}),
+    "not utf-8 in an unread field": b'{"id": "\xff", "choices": [{"delta": {"content": "x"}}]}',
+    "deep unread field": b'{"x": ' + b"[" * 3000 + b"]" * 3000 + b', "choices": []}',
+    "repeated key": b'{"choices": [{"delta": {"content": "a", "content": "b"}}]}',
 }
 
 
@@ -161,6 +205,17 @@ _SHAPES = {
         ["empty text"],
         ["empty text", "null text", "finish"],
         ["role only", "empty text"],
+        ["text in its envelope", "text in its envelope", "finish", "usage"],
+        ["text", "number text", "more text"],
+        ["text", "list text", "more text"],
+        ["text", "null delta", "text delta", "more text"],
+        ["text", "choice not an object", "more text"],
+        ["text", "choices not a list"],
+        ["text", "null choices", "more text", "falsy error", "text"],
+        ["text", "not utf-8 in an unread field", "more text"],
+        ["text", "deep unread field", "more text"],
+        ["repeated key", "text"],
+        ["text", "text and call", "more text"],
     ],
 )
 def test_a_read_parsed_at_once_gives_what_parsing_each_payload_and_joining_gives(
@@ -179,6 +234,67 @@ def test_a_read_parsed_at_once_gives_what_parsing_each_payload_and_joining_gives
 
     assert chunks == joined(expected)
     assert type(failure) is type(expected_failure)
+
+
+def _parsed_one_by_one(payloads: list[bytes]) -> tuple[list[ModelChunk], type | None]:
+    chunks: list[ModelChunk] = []
+    try:
+        for data in payloads:
+            chunks += parse_chunk(data)
+    except Exception as error:
+        return joined(chunks), type(error)
+    return joined(chunks), None
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_any_mix_of_payloads_read_at_once_gives_what_parsing_each_gives(seed: int) -> None:
+    generator = random.Random(seed)
+    names = sorted(_SHAPES)
+    # Mostly text deltas, as a reply is, with every other shape among them.
+    payloads = [
+        _SHAPES[generator.choice(names)] if generator.random() < 0.3 else _content(str(n))
+        for n in range(generator.randint(1, 60))
+    ]
+
+    chunks, failure = parse_read(payloads)
+
+    assert (chunks, None if failure is None else type(failure)) == _parsed_one_by_one(payloads)
+
+
+def test_a_read_of_text_deltas_is_decoded_into_the_fields_that_tell_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    typed: list[int] = []
+    parse_typed = openai_adapter._parse_typed
+
+    def counting(chunks: list[Any], payloads: list[bytes]) -> Any:
+        typed.append(len(payloads))
+        return parse_typed(chunks, payloads)
+
+    monkeypatch.setattr(openai_adapter, "_parse_typed", counting)
+    reply = [_SHAPES["text in its envelope"]] * 50 + [_SHAPES["finish"], _SHAPES["usage"]]
+
+    chunks, failure = parse_read(reply)
+
+    assert typed == [52]
+    assert failure is None
+    assert chunks == [
+        TextChunk("\u00e9t\u00e9 " * 50),
+        FinishChunk("stop"),
+        UsageChunk(input_tokens=3, output_tokens=4),
+    ]
+    # A field of another type than the fields read have: the read is parsed payload by payload.
+    parse_read([_SHAPES["text"], _SHAPES["number text"]])
+    assert typed == [52]
+
+
+def test_a_number_beyond_a_double_in_an_unread_field_does_not_fail_a_text_delta() -> None:
+    """The one difference from decoding whole, which refuses it (orjson)."""
+    huge = b'{"created": 1e999, "choices": [{"delta": {"content": "x"}}]}'
+    with pytest.raises(orjson.JSONDecodeError):
+        parse_chunk(huge)
+
+    assert parse_read([_content("a"), huge]) == ([TextChunk("ax")], None)
 
 
 async def test_the_first_text_goes_out_alone_then_each_reads_deltas_together(
@@ -321,3 +437,13 @@ async def test_text_a_read_delivered_before_a_service_error_still_streams() -> N
         await _stream(_Service(writes), received)
     assert caught.value.code == "UPSTREAM_ERROR"
     assert received == [TextChunk("a"), TextChunk("bc")]
+
+
+@pytest.mark.parametrize("name", ["number text", "list text"])
+def test_a_delta_that_is_not_a_string_is_the_services_error(name: str) -> None:
+    with pytest.raises(UpstreamError) as caught:
+        parse_chunk(_SHAPES[name])
+    assert caught.value.code == "UPSTREAM_ERROR"
+    arguments = _payload([{"delta": {"tool_calls": [{"function": {"arguments": {"q": 1}}}]}}])
+    with pytest.raises(UpstreamError):
+        parse_chunk(arguments)
