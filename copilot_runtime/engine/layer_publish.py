@@ -8,7 +8,8 @@ by the layer itself: followers receive exactly what ``group_send`` would have pu
 
 This reaches into the layer's own helpers (channels_redis 4.x, pinned in requirements.lock);
 tests/copilot_runtime/engine/test_layer_publish.py holds it to ``group_send``'s delivery on a
-real Redis. Any other layer sends one message at a time, through its public API.
+real Redis. Any other layer sends one message at a time, through its public API; the
+in-memory layer only to the groups someone joined.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from typing import Any
+
+from channels.layers import InMemoryChannelLayer
 
 
 def _is_redis_pubsub(layer: Any) -> bool:
@@ -28,6 +31,12 @@ async def group_send_many(layer: Any, messages: Sequence[tuple[str, dict[str, An
     """``layer.group_send(group, message)`` for each pair, in as few round trips as the layer
     allows. Raises what the layer raised (the caller decides what a lost message costs)."""
     if not _is_redis_pubsub(layer):
+        if isinstance(layer, InMemoryChannelLayer):
+            # Its followers are in this process: a group nobody joined has no one to deliver
+            # to, and its group_send would still walk every channel and group for expiry and
+            # wait on an empty ``as_completed`` (most runs on this layer are followed by no
+            # one but the HTTP stream that started them, which reads its run in-process).
+            messages = [(group, message) for group, message in messages if layer.groups.get(group)]
         for group, message in messages:
             await layer.group_send(group, message)
         return

@@ -96,3 +96,29 @@ async def test_another_layer_gets_one_group_send_per_message() -> None:
         sent = [{"type": "run.batch", "events": [[n, "text_delta", {}]]} for n in (1, 2)]
         await group_send_many(layer, [("run.a", message) for message in sent])
         assert await _receive(layer, channel, 2) == sent
+
+
+async def test_the_in_memory_layer_sends_to_the_groups_someone_joined(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    config = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    with override_settings(CHANNEL_LAYERS=config):
+        layer = get_channel_layer()
+        channel = await layer.new_channel()
+        await layer.group_add("run.a", channel)
+        await layer.group_add("run.left", channel)
+        await layer.group_discard("run.left", channel)
+        sent: list[str] = []
+        group_send = layer.group_send
+
+        async def counted(group: str, message: dict[str, Any]) -> None:
+            sent.append(group)
+            await group_send(group, message)
+
+        monkeypatch.setattr(layer, "group_send", counted)
+        message = {"type": "run.batch", "events": [[1, "text_delta", {}]]}
+        await group_send_many(
+            layer, [("run.nobody", message), ("run.a", message), ("run.left", message)]
+        )
+        assert sent == ["run.a"]
+        assert await _receive(layer, channel, 1) == [message]
