@@ -418,7 +418,8 @@ async def run_execute(
     limit = float(runtime_setting("RUN_TIME_LIMIT_SECONDS"))
     try:
         try:
-            await asyncio.wait_for(asyncio.shield(turn_task), timeout=limit)
+            async with asyncio.timeout(limit):
+                await asyncio.shield(turn_task)
         except TimeoutError:
             # The run's own time limit: ended here, so its end is recorded like any other.
             turn_task.cancel()

@@ -99,7 +99,9 @@ async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
     while True:
-        message = await asyncio.wait_for(receive(), timeout=BODY_READ_TIMEOUT_SECONDS)
+        # Not wait_for: it would wrap each receive in a task of its own.
+        async with asyncio.timeout(BODY_READ_TIMEOUT_SECONDS):
+            message = await receive()
         if message["type"] == "http.disconnect":
             raise asyncio.CancelledError
         chunk = message.get("body", b"")

@@ -15,10 +15,13 @@ from typing import Any
 import orjson
 import pytest
 from asgiref.sync import sync_to_async
+from django.conf import settings as django_settings
 from django.test import override_settings
 
 from conversations.models import Message, Run, Thread
 from copilot_runtime.auth import do_issue_token, do_revoke_token
+from copilot_runtime.engine.execute import RUN_TIME_LIMIT_CODE
+from copilot_runtime.http import front
 from copilot_runtime.http.body import TOO_DEEP
 from copilot_runtime.http.caller_cache import caller_cache_clear
 from copilot_runtime.http.front import RuntimeFront
@@ -94,6 +97,38 @@ async def test_reading_stops_at_the_limit(runtime: Any) -> None:
     assert sum(reply.received) <= 4096 + 3000  # type: ignore[attr-defined]
 
 
+async def test_a_client_that_stops_sending_its_body_is_dropped_unanswered(
+    runtime: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(front, "BODY_READ_TIMEOUT_SECONDS", 0.05)
+    body = run_body()
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": RUN_PATH,
+        "headers": [(b"content-length", str(len(body)).encode())],
+    }
+    stalled = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        if not stalled.is_set():
+            stalled.set()
+            return {"type": "http.request", "body": body[:10], "more_body": True}
+        await asyncio.Event().wait()  # the rest never comes
+        raise AssertionError("unreachable")
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    async def django(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("a hot route's body never reaches Django")
+
+    await asyncio.wait_for(RuntimeFront(django)(scope, receive, send), timeout=10)
+    assert sent == []
+
+
 async def test_what_is_not_the_hot_paths_business_reaches_django_with_its_body(
     runtime: Any,
 ) -> None:
@@ -130,6 +165,27 @@ async def test_a_v2_run_streams_and_is_stored(runtime: Any) -> None:
         )
     )()
     assert stored == [("user", 'Hi\nFAKE: {"tokens": 3}'), ("assistant", "t0 t1 t2")]
+
+
+async def test_a_run_past_its_time_limit_ends_with_the_limits_error(runtime: Any) -> None:
+    thread_id = f"front-{uuid.uuid4()}"
+    slow = 'Hi\nFAKE: {"tokens": 200, "delay_ms": 50}'
+    settings = {**django_settings.COPILOT_RUNTIME, "RUN_TIME_LIMIT_SECONDS": 0.3}
+    with override_settings(COPILOT_RUNTIME=settings):
+        reply = await call(
+            RUN_PATH,
+            run_body(threadId=thread_id, messages=[{"id": "u1", "role": "user", "content": slow}]),
+            headers={"accept": "text/event-stream"},
+        )
+
+    events = [
+        orjson.loads(line[6:]) for line in reply.body.split(b"\n") if line.startswith(b"data: ")
+    ]
+    assert events[-1]["type"] == "RUN_ERROR"
+    assert events[-1]["code"] == RUN_TIME_LIMIT_CODE
+    run = await sync_to_async(lambda: Run.objects.get(thread__thread_id=thread_id))()
+    assert run.error_code == RUN_TIME_LIMIT_CODE
+    assert 0 < len([e for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"]) < 200
 
 
 def _bodies(sent: list[dict[str, Any]]) -> list[dict[str, Any]]:
