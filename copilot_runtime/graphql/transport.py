@@ -13,6 +13,7 @@ Server-sent events: ``sse_next(payload)`` is ``event: next\ndata: <json>\n\n``,
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import orjson
@@ -54,10 +55,24 @@ def sse_complete() -> bytes:
     return _SSE_COMPLETE
 
 
-def _accepted_media_types(accept_header: str | None) -> set[str]:
+# Accept headers at most this long are parsed once per process: a client sends the same one
+# with every request. Longer ones (none a CopilotKit client sends) are parsed each time, so
+# the cache stays small whatever clients send.
+_REMEMBERED_ACCEPT_LENGTH = 256
+
+
+def _accepted_media_types(accept_header: str | None) -> frozenset[str]:
     """Media types of an Accept header, lower-cased, without parameters, minus ``q=0``."""
+    if accept_header is None:
+        return frozenset()
+    if len(accept_header) <= _REMEMBERED_ACCEPT_LENGTH:
+        return _remembered_media_types(accept_header)
+    return _parsed_media_types(accept_header)
+
+
+def _parsed_media_types(accept_header: str) -> frozenset[str]:
     accepted: set[str] = set()
-    for media_range in (accept_header or "").split(","):
+    for media_range in accept_header.split(","):
         media_type, *parameters = (part.strip() for part in media_range.split(";"))
         if not media_type:
             continue
@@ -67,7 +82,10 @@ def _accepted_media_types(accept_header: str | None) -> set[str]:
         )
         if not refused:
             accepted.add(media_type.lower())
-    return accepted
+    return frozenset(accepted)
+
+
+_remembered_media_types = functools.lru_cache(maxsize=64)(_parsed_media_types)
 
 
 def accepts_multipart(accept_header: str | None) -> bool:

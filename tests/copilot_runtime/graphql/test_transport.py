@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from copilot_runtime.graphql import transport
 from copilot_runtime.graphql.transport import (
     MULTIPART_CONTENT_TYPE,
     SSE_CONTENT_TYPE,
@@ -69,8 +70,22 @@ def test_sse_framing_matches_yoga() -> None:
         ("multipart/mixed;q=0, text/event-stream", False, True),
         ("", False, False),
         (None, False, False),
+        # Longer than the remembered headers: parsed the same.
+        ("application/x-" + "y" * 300 + ", multipart/mixed", True, False),
+        ("text/event-stream;q=0, " + "a/b, " * 80, False, False),
     ],
 )
 def test_accept_negotiation(accept: str | None, multipart: bool, sse: bool) -> None:
     assert accepts_multipart(accept) is multipart
     assert accepts_sse(accept) is sse
+
+
+def test_an_accept_header_is_parsed_once_and_a_long_one_is_not_remembered() -> None:
+    transport._remembered_media_types.cache_clear()
+    for _ in range(3):
+        assert accepts_multipart(CLIENT_ACCEPT)
+    long = "multipart/mixed, " + "a/b, " * 80
+    for _ in range(3):
+        assert accepts_multipart(long)
+    info = transport._remembered_media_types.cache_info()
+    assert (info.misses, info.hits, info.currsize) == (1, 2, 1)
