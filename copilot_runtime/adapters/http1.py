@@ -178,7 +178,10 @@ class Answer:
         if self._buffered > _HIGH_WATER and not self._paused:
             self._paused = True
             self._connection.pause_reading()
-        self._wake()
+        # ``_wake`` written out: this runs for every HTTP chunk, most often one per token.
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def _finish(self, *, keep_alive: bool) -> None:
         self._done = True
