@@ -10,7 +10,7 @@ variables it reads.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from itertools import repeat
 from typing import Any
 from urllib.parse import urlsplit
@@ -100,7 +100,7 @@ def parse_read(payloads: list[bytes]) -> tuple[list[ModelChunk], Exception | Non
     The payloads are decoded in one call, and a plain text delta (most of a reply) is taken
     as its string, not as a chunk of its own to be joined later. They are decoded first into
     the few fields a text delta is told by (``_TypedChunk``), skipping the rest (ids, model,
-    fingerprint...) without building it: 16 us for a read of 50 tokens, where decoding every
+    fingerprint...) without building it: 20 us for a read of 50 tokens, where decoding every
     payload whole and walking its dicts took 42 (benchmarks/README.md). Any other payload is
     then decoded whole and parsed as ``parse_chunk`` parses it. A read that does not decode
     that way (a field of another type, bytes that are not UTF-8, not JSON) is parsed as
@@ -112,27 +112,45 @@ def parse_read(payloads: list[bytes]) -> tuple[list[ModelChunk], Exception | Non
     read = b"[" + b",".join(payloads) + b"]"
     typed = _typed(read)
     if typed is not None and len(typed) == len(payloads):
-        return _parse_typed(typed, payloads)
+        texts = [_typed_text(chunk) for chunk in typed]
+        return _assembled(texts, lambda position: orjson.loads(payloads[position]))
     try:
         decoded = orjson.loads(read)
     except orjson.JSONDecodeError:
         decoded = None  # one of them is not JSON: decoded one by one below, up to it
     if decoded is not None and len(decoded) != len(payloads):
         decoded = None  # a payload holding a comma of its own ("1,2"): one by one
+    if decoded is None:
+        decoded = []
+        try:
+            for data in payloads:
+                decoded.append(orjson.loads(data))
+        except Exception as error:
+            texts = [_plain_text(payload) for payload in decoded]
+            return _assembled(texts, decoded.__getitem__, failing=error)
+    return _assembled([_plain_text(payload) for payload in decoded], decoded.__getitem__)
+
+
+def _assembled(
+    texts: list[str | None],
+    whole: Callable[[int], Any],
+    *,
+    failing: Exception | None = None,
+) -> tuple[list[ModelChunk], Exception | None]:
+    """The chunks of a read's payloads, given each one's plain text (None: not a plain text
+    delta, parsed from ``whole(position)``), joined; then what stopped them: parsing a payload,
+    or ``failing`` (what decoding the payload after the last of ``texts`` raised)."""
     chunks: list[ModelChunk] = []
     text: list[str] = []
-    failure: Exception | None = None
-    for position, data in enumerate(payloads):
+    for position, content in enumerate(texts):
+        if content is not None:
+            if content:  # an empty delta adds nothing (never an empty chunk)
+                text.append(content)
+            continue
         try:
-            payload = orjson.loads(data) if decoded is None else decoded[position]
-            content = _plain_text(payload)
-            if content is not None:
-                if content:  # an empty delta adds nothing (never an empty chunk)
-                    text.append(content)
-                continue
-            more = _chunks_of(payload)
+            more = _chunks_of(whole(position))
         except Exception as error:
-            failure = error
+            failing = error
             break
         if text:
             chunks.append(TextChunk("".join(text)))
@@ -140,7 +158,7 @@ def parse_read(payloads: list[bytes]) -> tuple[list[ModelChunk], Exception | Non
         chunks += more
     if text:
         chunks.append(TextChunk("".join(text)))
-    return joined(chunks), failure
+    return joined(chunks), failing
 
 
 class _TypedDelta(msgspec.Struct, gc=False):
@@ -176,40 +194,16 @@ def _typed(read: bytes) -> list[_TypedChunk] | None:
         return None
 
 
-def _parse_typed(
-    typed: list[_TypedChunk], payloads: list[bytes]
-) -> tuple[list[ModelChunk], Exception | None]:
-    chunks: list[ModelChunk] = []
-    text: list[str] = []
-    failure: Exception | None = None
-    for position, chunk in enumerate(typed):
-        # A plain text delta, as ``_plain_text`` tells it: one choice, no tool call, no
-        # finish, no usage, no error.
-        choices = chunk.choices
-        if choices is not None and len(choices) == 1 and not (chunk.usage or chunk.error):
-            choice = choices[0]
-            delta = choice.delta
-            if (
-                delta is not None
-                and delta.content is not None
-                and not choice.finish_reason
-                and not delta.tool_calls
-            ):
-                if delta.content:  # an empty delta adds nothing (never an empty chunk)
-                    text.append(delta.content)
-                continue
-        try:
-            more = _chunks_of(orjson.loads(payloads[position]))
-        except Exception as error:
-            failure = error
-            break
-        if text:
-            chunks.append(TextChunk("".join(text)))
-            text = []
-        chunks += more
-    if text:
-        chunks.append(TextChunk("".join(text)))
-    return joined(chunks), failure
+def _typed_text(chunk: _TypedChunk) -> str | None:
+    """``_plain_text`` of a decoded ``_TypedChunk``."""
+    choices = chunk.choices
+    if choices is None or len(choices) != 1 or chunk.usage or chunk.error:
+        return None
+    choice = choices[0]
+    delta = choice.delta
+    if delta is None or choice.finish_reason or delta.tool_calls:
+        return None
+    return delta.content
 
 
 def _plain_text(payload: Any) -> str | None:

@@ -264,19 +264,19 @@ def test_any_mix_of_payloads_read_at_once_gives_what_parsing_each_gives(seed: in
 def test_a_read_of_text_deltas_is_decoded_into_the_fields_that_tell_them(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    typed: list[int] = []
-    parse_typed = openai_adapter._parse_typed
+    told: list[str | None] = []
+    typed_text = openai_adapter._typed_text
 
-    def counting(chunks: list[Any], payloads: list[bytes]) -> Any:
-        typed.append(len(payloads))
-        return parse_typed(chunks, payloads)
+    def counting(chunk: Any) -> str | None:
+        told.append(typed_text(chunk))
+        return told[-1]
 
-    monkeypatch.setattr(openai_adapter, "_parse_typed", counting)
+    monkeypatch.setattr(openai_adapter, "_typed_text", counting)
     reply = [_SHAPES["text in its envelope"]] * 50 + [_SHAPES["finish"], _SHAPES["usage"]]
 
     chunks, failure = parse_read(reply)
 
-    assert typed == [52]
+    assert told == ["\u00e9t\u00e9 "] * 50 + [None, None]
     assert failure is None
     assert chunks == [
         TextChunk("\u00e9t\u00e9 " * 50),
@@ -284,8 +284,8 @@ def test_a_read_of_text_deltas_is_decoded_into_the_fields_that_tell_them(
         UsageChunk(input_tokens=3, output_tokens=4),
     ]
     # A field of another type than the fields read have: the read is parsed payload by payload.
-    parse_read([_SHAPES["text"], _SHAPES["number text"]])
-    assert typed == [52]
+    assert parse_read([_SHAPES["text"], _SHAPES["number text"]])[0] == [TextChunk("Hel")]
+    assert len(told) == 52
 
 
 def test_a_number_beyond_a_double_in_an_unread_field_does_not_fail_a_text_delta() -> None:
