@@ -100,7 +100,7 @@ def parse_read(payloads: list[bytes]) -> tuple[list[ModelChunk], Exception | Non
     The payloads are decoded in one call, and a plain text delta (most of a reply) is taken
     as its string, not as a chunk of its own to be joined later. They are decoded first into
     the few fields a text delta is told by (``_TypedChunk``), skipping the rest (ids, model,
-    fingerprint...) without building it: 20 us for a read of 50 tokens, where decoding every
+    fingerprint...) without building it: 21 us for a read of 50 tokens, where decoding every
     payload whole and walking its dicts took 42 (benchmarks/README.md). Any other payload is
     then decoded whole and parsed as ``parse_chunk`` parses it. A read that does not decode
     that way (a field of another type, bytes that are not UTF-8, not JSON) is parsed as
