@@ -126,3 +126,63 @@ async def test_the_end_of_the_answer_does_not_cut_the_streams_own_ending_short()
     response = ByteStreamResponse(chunks(), content_type="text/event-stream")
     await _send_response(response, send, scope=_scope(), receive=receive)
     assert tail == ["ran"]
+
+
+async def test_a_client_leaving_mid_answer_cancels_the_stream_and_the_request_ends() -> None:
+    stream_saw: list[str] = []
+    first_sent = asyncio.Event()
+
+    async def chunks() -> AsyncIterator[bytes]:
+        try:
+            yield b"data: one\n\n"
+            await asyncio.sleep(30)
+            yield b"data: never\n\n"
+        except asyncio.CancelledError:
+            stream_saw.append("cancelled")
+            raise
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+        if message.get("body"):
+            first_sent.set()
+
+    async def receive() -> dict[str, Any]:
+        await first_sent.wait()
+        return {"type": "http.disconnect"}
+
+    async def request() -> int:
+        response = ByteStreamResponse(chunks(), content_type="text/event-stream")
+        await _send_response(response, send, scope=_scope(), receive=receive)
+        task = asyncio.current_task()
+        assert task is not None
+        return task.cancelling()  # nothing of the client's leaving is left pending
+
+    assert await asyncio.wait_for(asyncio.create_task(request()), 5) == 0
+    assert stream_saw == ["cancelled"]
+    assert [m.get("body") for m in sent[1:]] == [b"data: one\n\n"]
+
+
+async def test_a_request_cancelled_while_its_answer_streams_stays_cancelled() -> None:
+    streaming = asyncio.Event()
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b"data: one\n\n"
+        streaming.set()
+        await asyncio.sleep(30)
+        yield b"data: never\n\n"
+
+    async def send(message: dict[str, Any]) -> None:
+        pass
+
+    async def receive() -> dict[str, Any]:
+        await asyncio.sleep(30)
+        return {"type": "http.disconnect"}
+
+    response = ByteStreamResponse(chunks(), content_type="text/event-stream")
+    task = asyncio.create_task(_send_response(response, send, scope=_scope(), receive=receive))
+    await asyncio.wait_for(streaming.wait(), 5)
+    task.cancel()  # the server stopping, say
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 5)
