@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import random
 import time
 from typing import Any
 
@@ -16,7 +17,7 @@ import orjson
 import pytest
 
 from copilot_runtime.adapters.base import UpstreamError
-from copilot_runtime.adapters.sse_transport import SseTransport
+from copilot_runtime.adapters.sse_transport import SseTransport, data_payloads
 
 TIMEOUT = 0.4
 GIVE_UP_SECONDS = 10.0
@@ -169,3 +170,61 @@ async def test_a_compressed_answer_is_a_clear_error_not_an_empty_stream() -> Non
     )
     assert error.code == "UPSTREAM_BAD_STREAM"
     assert "gzip" in str(error)
+
+
+def _line_by_line(received: bytes) -> tuple[list[bytes], bytes]:
+    """What the transport read before ``data_payloads``: every whole line, tested one by one."""
+    *lines, rest = received.split(b"\n")
+    return [line[5:].strip() for line in lines if line.startswith(b"data:")], rest
+
+
+_SSE_PIECES = [
+    b"data: {}\n\n",
+    b'data: {"a": 1}\r\n\r\n',
+    b"data:{}\n",
+    b"data:\n",
+    b"data: \t[DONE] \n",
+    b": a comment\n",
+    b"event: message\n",
+    b"id: 7\n",
+    b"retry: 10\n",
+    b"\n",
+    b"\r\n",
+    b" data: not a field\n",
+    b"Data: not a field either\n",
+    b"data: x\rdata: y\n",
+    b"dat",
+    b"a: split\n",
+    b"data: \xff\xfe bytes\n",
+]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_data_payloads_reads_what_testing_each_line_read(seed: int) -> None:
+    chooser = random.Random(seed)
+    stream = b"".join(chooser.choice(_SSE_PIECES) for _ in range(chooser.randint(1, 40)))
+    # Fed as reads split anywhere, what is still arriving carried over to the next read.
+    pending_new, pending_old = b"", b""
+    got: list[bytes] = []
+    expected: list[bytes] = []
+    position = 0
+    while position < len(stream):
+        step = chooser.randint(1, 24)
+        data = stream[position : position + step]
+        position += step
+        pending_new += data
+        pending_old += data
+        if b"\n" not in data:
+            continue
+        batch, pending_new = data_payloads(pending_new)
+        got.extend(batch)
+        batch, pending_old = _line_by_line(pending_old)
+        expected.extend(batch)
+    assert got == expected
+    assert pending_new == pending_old
+
+
+def test_data_payloads_keeps_the_line_still_arriving() -> None:
+    assert data_payloads(b"data: one\n\ndata: tw") == ([b"one"], b"data: tw")
+    assert data_payloads(b"event: x\ndata:two \r\n") == ([b"two"], b"")
+    assert data_payloads(b"data: no line end yet") == ([], b"data: no line end yet")
