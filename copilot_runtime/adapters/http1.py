@@ -172,16 +172,15 @@ class Answer:
             connection.close()
 
     # Fed by the connection.
-    def _feed(self, data: bytes) -> None:
-        self._chunks.append(data)
-        self._buffered += len(data)
+    def _feed(self, parts: list[bytes]) -> None:
+        """The body's parts one read of the socket delivered (its HTTP chunks)."""
+        self._chunks += parts
+        for part in parts:
+            self._buffered += len(part)
         if self._buffered > _HIGH_WATER and not self._paused:
             self._paused = True
             self._connection.pause_reading()
-        # ``_wake`` written out: this runs for every HTTP chunk, most often one per token.
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        self._wake()
 
     def _finish(self, *, keep_alive: bool) -> None:
         self._done = True
@@ -210,6 +209,11 @@ class _Connection(asyncio.Protocol):
         self._headers_due: asyncio.Future[Answer] | None = None
         self._received = False
         self._until_close = False
+        # httptools hands each HTTP chunk of a body to ``on_body``, most often one per token:
+        # collected by the list's own append (no Python call per chunk), and given to the answer
+        # once per read of the socket (``_deliver``).
+        self._body: list[bytes] = []
+        self.on_body = self._body.append
 
     # The exchange.
     async def exchange(self, request: bytes) -> Answer:
@@ -265,8 +269,12 @@ class _Connection(asyncio.Protocol):
         try:
             parser.feed_data(data)
         except httptools.HttpParserError as exc:
+            self._deliver()  # what came before the error is read first
             self._fail(exc)
             self.close()
+            return
+        if self._body:
+            self._deliver()
 
     def eof_received(self) -> bool | None:
         return None  # close the transport; connection_lost follows
@@ -324,14 +332,18 @@ class _Connection(asyncio.Protocol):
         if due is not None and not due.done():
             due.set_result(answer)
 
-    def on_body(self, body: bytes) -> None:
-        if self.answer is not None:
-            self.answer._feed(body)
-
     def on_message_complete(self) -> None:
+        self._deliver()
         parser = self._parser
         if self.answer is not None and parser is not None:
             self.answer._finish(keep_alive=parser.should_keep_alive())
+
+    def _deliver(self) -> None:
+        """Hand the body's parts collected so far to the answer."""
+        body = self._body
+        if body and self.answer is not None:
+            self.answer._feed(body)
+        body.clear()
 
 
 class ConnectionPool:

@@ -173,6 +173,48 @@ async def test_a_chunked_answer_is_read_as_it_comes() -> None:
         await pool.aclose()
 
 
+async def test_the_chunks_one_read_delivered_are_read_together_and_in_order() -> None:
+    async def many_chunks(
+        server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        await read_request(reader)
+        chunks = b"".join(
+            b"%x\r\n%s\r\n" % (len(b"part%d;" % n), b"part%d;" % n) for n in range(40)
+        )
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks + b"0\r\n\r\n"
+        )
+        await reader.read()
+
+    pool = ConnectionPool()
+    async with serving(many_chunks) as server:
+        answer = await asyncio.wait_for(pool.send(server.endpoint(), b"{}"), GIVE_UP)
+        reads = []
+        while data := await asyncio.wait_for(answer.read(), GIVE_UP):
+            reads.append(data)
+        answer.release()
+        await pool.aclose()
+    assert b"".join(reads) == b"".join(b"part%d;" % n for n in range(40))
+    assert len(reads) < 40  # whole reads of the socket, not one per chunk
+
+
+async def test_the_chunks_before_a_malformed_one_are_read_then_the_answer_is_cut() -> None:
+    pool = ConnectionPool()
+    async with serving(
+        answering(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"5\r\nfirst\r\n6\r\nsecond\r\nzz\r\nnot a chunk\r\n",
+            then="hold",
+        )
+    ) as server:
+        answer = await asyncio.wait_for(pool.send(server.endpoint(), b"{}"), GIVE_UP)
+        assert await asyncio.wait_for(answer.read(), GIVE_UP) == b"firstsecond"
+        with pytest.raises(AnswerCut):
+            await asyncio.wait_for(answer.read(), GIVE_UP)
+        answer.release()
+        await pool.aclose()
+
+
 @pytest.mark.parametrize(
     "service",
     [
