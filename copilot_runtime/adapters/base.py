@@ -100,39 +100,47 @@ async def chunks_per_read(
     joined, and what parsing raised (as ``parse`` and ``joined`` would give them).
     """
     leading = True
-    async for payloads in reads:
-        last = end is not None and end in payloads
-        if last:
-            payloads = payloads[: payloads.index(end)]
-        if leading:
-            for position, data in enumerate(payloads):
-                lead = parse(data)
-                for chunk in lead:
-                    yield chunk
-                if any(_is_delta(chunk) for chunk in lead):
-                    leading = False
-                    payloads = payloads[position + 1 :]
-                    break
+    try:
+        async for payloads in reads:
+            last = end is not None and end in payloads
+            if last:
+                payloads = payloads[: payloads.index(end)]
+            if leading:
+                for position, data in enumerate(payloads):
+                    lead = parse(data)
+                    for chunk in lead:
+                        yield chunk
+                    if any(_is_delta(chunk) for chunk in lead):
+                        leading = False
+                        payloads = payloads[position + 1 :]
+                        break
+                else:
+                    payloads = []
+            chunks: list[ModelChunk] = []
+            failure: Exception | None = None
+            if parse_read is not None:
+                if payloads:
+                    chunks, failure = parse_read(payloads)
             else:
-                payloads = []
-        chunks: list[ModelChunk] = []
-        failure: Exception | None = None
-        if parse_read is not None:
-            if payloads:
-                chunks, failure = parse_read(payloads)
-        else:
-            try:
-                for data in payloads:
-                    chunks += parse(data)
-            except Exception as error:
-                failure = error  # raised once what the read delivered before it has gone out
-            chunks = joined(chunks)
-        for chunk in chunks:
-            yield chunk
-        if failure is not None:
-            raise failure
-        if last:
-            return
+                try:
+                    for data in payloads:
+                        chunks += parse(data)
+                except Exception as error:
+                    failure = error  # raised once what the read delivered before it has gone out
+                chunks = joined(chunks)
+            for chunk in chunks:
+                yield chunk
+            if failure is not None:
+                raise failure
+            if last:
+                return
+    finally:
+        # Closed here: a stream ends at its end marker with its reads unfinished, and an
+        # unfinished async generator is otherwise closed by the event loop, in a task of its
+        # own, once it is collected (its connection released then, not now).
+        close = getattr(reads, "aclose", None)
+        if close is not None:
+            await close()
 
 
 def _is_delta(chunk: ModelChunk) -> bool:

@@ -5,6 +5,7 @@ payload kept."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections.abc import AsyncIterator
 from typing import Any
@@ -447,3 +448,28 @@ def test_a_delta_that_is_not_a_string_is_the_services_error(name: str) -> None:
     arguments = _payload([{"delta": {"tool_calls": [{"function": {"arguments": {"q": 1}}}]}}])
     with pytest.raises(UpstreamError):
         parse_chunk(arguments)
+
+
+@pytest.mark.parametrize("ending", ["end marker", "failed payload"])
+async def test_the_reads_are_closed_when_the_stream_ends_before_them(
+    at_once: bool, ending: str
+) -> None:
+    """A stream ends at its end marker (or a payload it cannot parse) with its reads still
+    open: they are closed then (their connection released), not left to the garbage collector
+    and the event loop."""
+    closed: list[str] = []
+
+    async def reads() -> AsyncIterator[list[bytes]]:
+        try:
+            yield [_content("Hel"), b"[DONE]" if ending == "end marker" else b"{not json"]
+            yield [_content("never read")]
+        finally:
+            closed.append("closed")
+
+    got: list[ModelChunk] = []
+    iterator = reads()
+    with contextlib.suppress(Exception):
+        await _chunks(iterator, got, at_once)
+    assert got == [TextChunk("Hel")]
+    assert closed == ["closed"]  # at once: the generator object is still referenced here
+    assert iterator.ag_frame is None
