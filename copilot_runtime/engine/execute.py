@@ -76,6 +76,10 @@ class _Flusher:
         self._outcome: RunOutcome | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # The writing task starts at the first point of the grid after the run's first event
+        # (or at once for a relayed first token). A run that ends before it never needs one:
+        # close() writes everything (most runs against a fast model).
+        self._start_timer: asyncio.TimerHandle | None = None
         self._closing = False
         self._unwritten: list[Progress] = []
         # Cuts a wait for the grid short: the run's end, or (relayed) its first token.
@@ -85,11 +89,24 @@ class _Flusher:
         self._last_flush = asyncio.get_running_loop().time()
 
     def poke(self) -> None:
+        first_token = self._first_token_at_once and self._recorder.first_token_pending
         if self._task is None:
-            self._task = asyncio.create_task(self._loop())
+            if first_token:
+                self._start()
+            elif self._start_timer is None:
+                loop = asyncio.get_running_loop()
+                due = next_flush_at(last_flush=self._last_flush, interval=self._interval)
+                self._start_timer = loop.call_at(due, self._start)
         self._wake.set()
-        if self._first_token_at_once and self._recorder.first_token_pending:
+        if first_token:
             self._hurry.set()
+
+    def _start(self) -> None:
+        if self._start_timer is not None:
+            self._start_timer.cancel()
+            self._start_timer = None
+        if self._task is None and not self._closing:
+            self._task = asyncio.create_task(self._loop())
 
     async def _loop(self) -> None:
         while not self._closing:
@@ -198,6 +215,9 @@ class _Flusher:
         """Write everything still pending, and the run's end (with its spans), after any
         write in progress."""
         self._closing = True
+        if self._start_timer is not None:
+            self._start_timer.cancel()
+            self._start_timer = None
         self._hurry.set()
         self._wake.set()
         if self._task is not None:

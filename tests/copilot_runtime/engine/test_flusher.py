@@ -64,3 +64,46 @@ async def test_a_run_ending_while_a_flush_waits_for_its_turns_write_ends_in_one_
     assert [ends for types, ends in writes.writes if "run_finished" in types] == [True]
     logged: list[Any] = [t for types, _ in writes.writes for t in types]
     assert logged == ["text_start", "text_delta", "run_finished"]
+
+
+def _flusher(interval: float) -> tuple[execute._Flusher, RunRecorder]:
+    prepared = PreparedTurn(run_id="r", thread_id="t", thread_pk=1, next_position=0)
+    recorder = RunRecorder(run_id="r", thread_id="t", agent_name="default")
+    return execute._Flusher(recorder, interval, prepared, first_token_at_once=False), recorder
+
+
+async def test_a_run_ending_before_the_grids_first_point_writes_once_without_a_writing_task(
+    writes: Writes,
+) -> None:
+    flusher, recorder = _flusher(60.0)
+    recorder.observe(TextStart(message_id="m"))
+    recorder.observe(TextDelta(message_id="m", delta="Hi"))
+    flusher.poke()
+    await asyncio.sleep(0)
+    recorder.observe(RunFinished(status="succeeded"))
+    flusher.poke()
+    await flusher.close(RunOutcome(status=RunStatus.SUCCEEDED, usage=Usage()))
+
+    assert flusher._task is None
+    assert writes.writes == [(["text_start", "text_delta", "run_finished"], True)]
+
+
+async def test_a_run_still_streaming_at_the_grids_point_writes_its_batch_then(
+    writes: Writes,
+) -> None:
+    flusher, recorder = _flusher(0.01)
+    recorder.observe(TextStart(message_id="m"))
+    recorder.observe(TextDelta(message_id="m", delta="Hi"))
+    flusher.poke()
+    assert writes.writes == []  # not at once: at the grid's next point
+    for _ in range(200):
+        if writes.writes:
+            break
+        await asyncio.sleep(0.005)
+    assert writes.writes == [(["text_start", "text_delta"], False)]
+
+    recorder.observe(TextDelta(message_id="m", delta=" there"))
+    recorder.observe(RunFinished(status="succeeded"))
+    flusher.poke()
+    await flusher.close(RunOutcome(status=RunStatus.SUCCEEDED, usage=Usage()))
+    assert writes.writes[1:] == [(["text_delta", "run_finished"], True)]
