@@ -225,6 +225,24 @@ class _Flusher:
         await self._write(outcome, trace)
 
 
+class _OverLimit:
+    """Called when a run's time is up: stops its turn, and remembers it did."""
+
+    def __init__(self, turn_task: asyncio.Task[Any]) -> None:
+        self._turn_task = turn_task
+        self.hit = False
+
+    def __call__(self) -> None:
+        if not self._turn_task.done():
+            self.hit = True
+            self._turn_task.cancel()
+
+
+def _cancelling_this_task() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 class _Watchdog:
     """While a run executes: renew its heartbeat, and stop it when a stop is requested
     (told at once on the layer, and checked in the database with each heartbeat)."""
@@ -436,15 +454,25 @@ async def run_execute(
         claim.add_done_callback(lambda done: _watch_if_claimed(done, watchdog))
     status = RunStatus.SUCCEEDED
     limit = float(runtime_setting("RUN_TIME_LIMIT_SECONDS"))
+    # The run's own time limit stops the turn, and the run's end is recorded like any other.
+    # A timer cancelling the turn, where a timeout around a shield of it cost a timer, a
+    # future and their callbacks more per run.
+    over_limit = _OverLimit(turn_task)
+    timer = asyncio.get_running_loop().call_later(limit, over_limit)
     try:
         try:
-            async with asyncio.timeout(limit):
-                await asyncio.shield(turn_task)
-        except TimeoutError:
-            # The run's own time limit: ended here, so its end is recorded like any other.
-            turn_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await turn_task
+            await turn_task
+        except asyncio.CancelledError:
+            if not over_limit.hit or _cancelling_this_task():
+                raise  # stopped: handled below
+        except Exception:
+            if not over_limit.hit:
+                raise
+            # What the turn raised while it was being stopped for its time: the limit's error
+            # is the run's.
+        finally:
+            timer.cancel()
+        if over_limit.hit:
             emit(
                 RunError(
                     message=f"The run exceeded its time limit of {limit:g} seconds.",
