@@ -66,19 +66,21 @@ async def test_a_run_ending_while_a_flush_waits_for_its_turns_write_ends_in_one_
     assert logged == ["text_start", "text_delta", "run_finished"]
 
 
-def _flusher(interval: float) -> tuple[execute._Flusher, RunRecorder]:
+def _streaming(interval: float) -> tuple[execute._Flusher, RunRecorder]:
+    """An inline run's flusher, poked once its run has started a text message."""
     prepared = PreparedTurn(run_id="r", thread_id="t", thread_pk=1, next_position=0)
     recorder = RunRecorder(run_id="r", thread_id="t", agent_name="default")
-    return execute._Flusher(recorder, interval, prepared, first_token_at_once=False), recorder
+    flusher = execute._Flusher(recorder, interval, prepared, first_token_at_once=False)
+    recorder.observe(TextStart(message_id="m"))
+    recorder.observe(TextDelta(message_id="m", delta="Hi"))
+    flusher.poke()
+    return flusher, recorder
 
 
 async def test_a_run_ending_before_the_grids_first_point_writes_once_without_a_writing_task(
     writes: Writes,
 ) -> None:
-    flusher, recorder = _flusher(60.0)
-    recorder.observe(TextStart(message_id="m"))
-    recorder.observe(TextDelta(message_id="m", delta="Hi"))
-    flusher.poke()
+    flusher, recorder = _streaming(60.0)
     await asyncio.sleep(0)
     recorder.observe(RunFinished(status="succeeded"))
     flusher.poke()
@@ -91,10 +93,7 @@ async def test_a_run_ending_before_the_grids_first_point_writes_once_without_a_w
 async def test_a_run_still_streaming_at_the_grids_point_writes_its_batch_then(
     writes: Writes,
 ) -> None:
-    flusher, recorder = _flusher(0.01)
-    recorder.observe(TextStart(message_id="m"))
-    recorder.observe(TextDelta(message_id="m", delta="Hi"))
-    flusher.poke()
+    flusher, recorder = _streaming(0.01)
     assert writes.writes == []  # not at once: at the grid's next point
     for _ in range(200):
         if writes.writes:
