@@ -279,8 +279,7 @@ async def _stream(
             await send({"type": "http.response.body", "body": b""})
 
     if receive is None:
-        with contextlib.suppress(OSError):
-            await body()
+        await body()
         return
 
     streaming = asyncio.current_task()
