@@ -29,7 +29,9 @@ Server CPU is ``/proc/<pid>/stat`` utime+stime over the measured window (the wor
 process tree for the celery row), and for the one-thread row, where a turn costs a few
 milliseconds, the threads' ``schedstat`` nanoseconds; RSS is ``VmHWM``. Absolute numbers
 move 20 % and more from run to run on a shared 2-core machine: read the ratios, measured in
-the same run.
+the same run. Under the table, two fixed loops (plain Python, plain JavaScript), timed before
+the run and after it (``benchmarks/calibration.py``), say what kind of machine it ran on: the
+ratios themselves move with it.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import peers
+from benchmarks.calibration import describe, machine_speed
 from benchmarks.celery_processes import (
     find_redis_server,
     start_celery_worker,
@@ -328,6 +331,9 @@ def _warm(server: Server, protocol: str) -> None:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     rows = set(args.rows.split(","))
     results: dict[str, Any] = {"rows": {}, "args": vars(args), "started": time.time()}
+    # Timed before anything is started, and again once everything has stopped.
+    results["machine"] = {"start": machine_speed()}
+    print(f"[bench] machine at the start: {describe(results['machine']['start'])}", flush=True)
     log_dir = new_log_dir()
     with contextlib.ExitStack() as stack:
         database_url = os.environ.get("DATABASE_URL")
@@ -424,6 +430,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 args, env=env, log_dir=log_dir, stack=stack, inline=ours, ts_v1=ts_servers[V1]
             )
     results["finished"] = time.time()
+    results["machine"]["end"] = machine_speed()
     results["log_dir"] = str(log_dir)
     return results
 
@@ -677,6 +684,11 @@ def main(argv: list[str] | None = None) -> int:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(results, indent=2, default=str) + "\n")
     print(format_table(table_rows(results)))
+    machine = results["machine"]
+    print(
+        f"[bench] machine: {describe(machine['start'])} at the start, "
+        f"{describe(machine['end'])} at the end"
+    )
     print(f"[bench] written to {args.output}")
     return 1 if project_failures(results) else 0
 
