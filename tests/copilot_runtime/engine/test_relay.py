@@ -376,8 +376,11 @@ async def test_a_slow_follower_of_a_5000_token_reply_on_a_dropping_layer_misses_
         for seq, (kind, payload) in enumerate(payloads, start=1)
     ]
     with override_settings(CHANNEL_LAYERS=layer_settings(backend, capacity=1)):
-        # Slower than the producer: its one-message channel overflows while it pauses.
-        follower = Follower(run_id, pause_every=500, pause=0.01)
+        # Slower than the producer: its one-message channel overflows while it pauses. Each
+        # pause outlasts several of the producer's batches (a write and an announcement each)
+        # however slow the machine: at 10 ms a machine whose writes took as long dropped
+        # nothing, and the log's gap reading went untested.
+        follower = Follower(run_id, pause_every=500, pause=0.2)
         await asyncio.sleep(0.05)  # joined before the first batch
         for start in range(0, len(events), 20):  # logged, then announced, batch by batch
             batch = events[start : start + 20]
