@@ -261,9 +261,11 @@ def _request(text: str, *, thread_id: str) -> Any:
 
 
 async def stream_runs(fake_upstream: Any, count: int) -> list[str]:
-    """``count`` runs streaming at once (40 tokens 5 ms apart, flushed every 20 ms), to their
-    end; their run ids."""
-    directive = "FAKE: " + orjson.dumps({"tokens": 40, "delay_ms": 5}).decode()
+    """``count`` runs streaming at once (200 tokens 5 ms apart, flushed every 20 ms), to their
+    end; their run ids. The runs start one after the other, each after its turn's write: at 40
+    tokens, a machine whose writes took tens of milliseconds had the first run nearly done
+    before the last began, and few writes found all three streaming."""
+    directive = "FAKE: " + orjson.dumps({"tokens": 200, "delay_ms": 5}).decode()
     with override_settings(
         COPILOT_RUNTIME={
             "OPENAI_API_KEY": "test",
