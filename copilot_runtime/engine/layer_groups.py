@@ -78,16 +78,31 @@ class GroupListener:
 
     async def leave(self) -> None:
         """Out of the group, the channel given back. Best effort: a layer that fails here
-        (Redis gone) has nothing left to deliver."""
+        (Redis gone) has nothing left to deliver.
+
+        A leaver cancelled meanwhile does not cut the leaving short: a run's follower is
+        stopped as soon as its answer ends, often while it is leaving, and an interrupted
+        ``UNSUBSCRIBE`` kept the group subscribed in Redis and in this process, for good (about
+        half the runs of a celery-shape web process, benchmarks/README.md)."""
         if self._left:
             return
         self._left = True
+        leaving = asyncio.ensure_future(self._discard())
+        _LEAVING.add(leaving)
+        leaving.add_done_callback(_LEAVING.discard)
+        await asyncio.shield(leaving)
+
+    async def _discard(self) -> None:
         try:
             await self._layer.group_discard(self._group, self.channel)
         finally:
             loop_layer = _pubsub_loop_layer(self._layer) if self._queue is not None else None
             if loop_layer is not None:
                 loop_layer.channels.pop(self.channel, None)
+
+
+# Leavings under way, held until done: the loop keeps only weak references to its tasks.
+_LEAVING: set[asyncio.Future[None]] = set()
 
 
 async def leave_quietly(listener: GroupListener) -> None:

@@ -123,3 +123,37 @@ async def test_a_listener_that_cannot_join_leaves_nothing_behind(redis_client: r
             assert layer._get_layer().channels == {}
         finally:
             await layer.flush()
+
+
+async def test_on_redis_pub_sub_a_listener_stopped_while_it_leaves_still_leaves(
+    redis_client: redis.Redis,
+) -> None:
+    """A run's follower is stopped as soon as its answer ends, often while it is leaving, and
+    under load its ``UNSUBSCRIBE`` waits its turn on the connection (the layer's lock, held by
+    the other followers' subscriptions): cut there, it kept most followed runs' groups
+    subscribed in Redis, for good."""
+    config = {"hosts": [_redis_url()]}
+    with override_settings(CHANNEL_LAYERS={"default": {"BACKEND": REDIS_PUBSUB, "CONFIG": config}}):
+        layer = get_channel_layer()
+        loop_layer = layer._get_layer()
+        try:
+            for run in range(10):
+                listener = await GroupListener.join(layer, f"run.{run}")
+                shard = loop_layer._get_shard(loop_layer._get_group_channel_name(f"run.{run}"))
+                async with shard._lock:  # another follower's subscription under way
+                    leaving = asyncio.create_task(listener.leave())
+                    await asyncio.sleep(0.01)
+                    leaving.cancel()
+                    with pytest.raises(asyncio.CancelledError):
+                        await leaving
+                assert listener.left
+
+            for _ in range(500):
+                if not redis_client.pubsub_channels():
+                    break
+                await asyncio.sleep(0.01)
+            assert redis_client.pubsub_channels() == []
+            assert loop_layer.channels == {}
+            assert loop_layer.groups == {}
+        finally:
+            await layer.flush()

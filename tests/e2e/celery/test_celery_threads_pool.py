@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+import redis
 
 from conversations.models import RunStatus
 from tests.e2e.celery.support import converse_v1
@@ -64,6 +65,17 @@ def test_one_threads_pool_process_streams_several_runs_at_once(
     # side by side, not one after the other.
     wait_for(lambda: len(worker.executed_runs()) == CONVERSATIONS, timeout=5, what="the task log")
     assert max(run.started_at for run in runs) < min(run.finished_at for run in runs)
+    # Every follower left its run's group: nothing stays subscribed in Redis once the runs
+    # are over (an interrupted leave kept most of them, one per followed run).
+    client = redis.Redis.from_url(redis_url)
+    try:
+        wait_for(
+            lambda: not client.pubsub_channels("asgi__group__run.*"),
+            timeout=5,
+            what="the run groups to be left",
+        )
+    finally:
+        client.close()
 
     # Stopped, it closes what its loop opened (the model's HTTP pool, the database pools).
     worker.stop()
