@@ -31,10 +31,10 @@ from copilot_runtime.engine.hooks import (
     after_request_configured,
     call_after_request,
 )
-from copilot_runtime.engine.layer_groups import GroupListener
 from copilot_runtime.engine.log_writer import log_writer_for_loop, next_flush_at
 from copilot_runtime.engine.recorder import CANCELLED_REASON, STREAM_ERROR_REASON, RunRecorder
-from copilot_runtime.engine.relay import CANCEL_MESSAGE, announce_batch, run_control_group
+from copilot_runtime.engine.relay import announce_batch
+from copilot_runtime.engine.stops import stops_for_loop
 from copilot_runtime.errors import CopilotKitError
 from copilot_runtime.events import Event, RunError, RunFinished
 from copilot_runtime.events.request import TurnRequest
@@ -251,7 +251,7 @@ class _Watchdog:
         self._run_id = run_id
         self._target = target
         self._in_process = in_process
-        self._tasks: list[asyncio.Task[None]] = []
+        self._listening = False
         self._started = False
         self._stopped = False
 
@@ -261,42 +261,27 @@ class _Watchdog:
         self._started = True
         # The heartbeat is renewed with every other run of this loop's (one statement).
         heartbeat_for_loop().register(self._run_id, self._stop_target)
-        self._tasks = []
-        layer = get_channel_layer()
         # A run executing where it is streamed (inline) is stopped through this process's live
         # registry; an in-memory layer reaches no other process, so listening on it would only
-        # cost a channel and a task per run.
-        if layer is not None and not (self._in_process and isinstance(layer, InMemoryChannelLayer)):
-            self._tasks.append(asyncio.create_task(self._listen_for_stop()))
+        # cost a task.
+        self._listening = not (
+            self._in_process and isinstance(get_channel_layer(), InMemoryChannelLayer)
+        )
+        if self._listening:
+            stops_for_loop().register(self._run_id, self._stop_target)
 
     def _stop_target(self) -> None:
         if not self._target.done():
             self._target.cancel()
 
-    async def _listen_for_stop(self) -> None:
-        layer = get_channel_layer()
-        if layer is None:
-            return
-        listener = await GroupListener.join(layer, run_control_group(self._run_id))
-        try:
-            while True:
-                message = await listener.receive()
-                if message.get("type") == CANCEL_MESSAGE:
-                    self._stop_target()
-        finally:
-            await listener.leave()
-
     async def stop(self) -> None:
-        """Stop watching. Not awaited: a listener blocked in the layer's receive may only notice
-        its cancellation when that read times out (seconds with Redis), and the run's end must
-        not wait for it."""
+        """Stop watching."""
         self._stopped = True
         if not self._started:
             return
         heartbeat_for_loop().unregister(self._run_id)
-        for task in self._tasks:
-            task.cancel()
-            task.add_done_callback(_ignore_outcome)
+        if self._listening:
+            stops_for_loop().unregister(self._run_id)
 
 
 class RunNotPending(Exception):
@@ -323,11 +308,6 @@ def _watch_if_claimed(claim: asyncio.Future[None], watchdog: _Watchdog) -> None:
 def _stop_if_unstored(stored: asyncio.Future[None], turn_task: asyncio.Task[Any]) -> None:
     if stored.cancelled() or stored.exception() is not None:
         turn_task.cancel()
-
-
-def _ignore_outcome(task: asyncio.Task[Any]) -> None:
-    if not task.cancelled():
-        task.exception()  # retrieved, so asyncio does not log it as never retrieved
 
 
 async def run_execute(

@@ -25,7 +25,8 @@ from copilot_runtime.engine.execute import run_execute
 from copilot_runtime.engine.inbox import Inbox
 from copilot_runtime.engine.layer_groups import GroupListener, leave_quietly
 from copilot_runtime.engine.live import LiveRun, live_run_forget, live_run_get, live_run_register
-from copilot_runtime.engine.relay import announce_cancel, follow_run, join_run
+from copilot_runtime.engine.relay import follow_run, join_run
+from copilot_runtime.engine.stops import announce_stop
 from copilot_runtime.events import Event, RunError, RunFinished, event_from_payload
 from copilot_runtime.events.request import (
     TurnRequest,
@@ -211,7 +212,7 @@ async def run_cancel(*, run_id: str) -> bool:
         return True
     requested = await sync_to_async(run_request_cancel)(run_id=run_id)
     if requested:
-        await announce_cancel(run_id)
+        await announce_stop(run_id)
     return requested
 
 

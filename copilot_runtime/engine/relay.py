@@ -27,7 +27,6 @@ from copilot_runtime.events import RunFinished
 logger = logging.getLogger(__name__)
 
 BATCH_MESSAGE = "run.batch"
-CANCEL_MESSAGE = "run.cancel"
 # How often a follower with nothing to read checks the run is still alive.
 IDLE_CHECK_SECONDS = 1.0
 # How often a follower without a channel layer reads the log.
@@ -38,10 +37,6 @@ LOG_PAGE = 1000
 def run_group(run_id: str) -> str:
     """The layer group of a run's events (a hash: group names allow few characters)."""
     return "run." + hashlib.sha1(run_id.encode()).hexdigest()
-
-
-def run_control_group(run_id: str) -> str:
-    return "runctl." + hashlib.sha1(run_id.encode()).hexdigest()
 
 
 def _batch_message(events: list[LoggedEvent]) -> dict[str, Any]:
@@ -73,16 +68,6 @@ async def announce_batches(batches: Sequence[tuple[str, list[LoggedEvent]]]) -> 
         await group_send_many(layer, messages)
     except Exception:  # as above: followers read what they missed from the log
         logger.warning("could not announce the batches of %d runs", len(messages), exc_info=True)
-
-
-async def announce_cancel(run_id: str) -> None:
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    try:
-        await layer.group_send(run_control_group(run_id), {"type": CANCEL_MESSAGE})
-    except Exception:
-        logger.warning("could not announce the stop of run %s", run_id, exc_info=True)
 
 
 # The log read through the ORM, for the callers that read it synchronously (replay, threads).
