@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
+import redis
 from asgiref.sync import sync_to_async
 from django.db import connections
+
+from tests.copilot_runtime.engine.test_layer_publish import _redis_url
 
 
 @pytest.fixture(autouse=True)
@@ -15,3 +18,14 @@ async def _close_run_thread_connections() -> AsyncIterator[None]:
     # outlive the test and keep the test database from being dropped.
     yield
     await sync_to_async(connections.close_all)()
+
+
+@pytest.fixture
+def redis_client() -> Iterator[redis.Redis]:
+    """A client of the test Redis's database for the layer tests, emptied first."""
+    client = redis.Redis.from_url(_redis_url())
+    client.flushdb()
+    try:
+        yield client
+    finally:
+        client.close()

@@ -24,16 +24,6 @@ REDIS_LISTS = "channels_redis.core.RedisChannelLayer"
 REDIS_PUBSUB = "channels_redis.pubsub.RedisPubSubChannelLayer"
 
 
-@pytest.fixture
-def redis_client() -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(_redis_url())
-    client.flushdb()
-    try:
-        yield client
-    finally:
-        client.close()
-
-
 @pytest.fixture(params=[IN_MEMORY, REDIS_LISTS, REDIS_PUBSUB], ids=["in-memory", "lists", "pubsub"])
 def layer(request: pytest.FixtureRequest, redis_client: redis.Redis) -> Iterator[Any]:
     config: dict[str, Any] = {}

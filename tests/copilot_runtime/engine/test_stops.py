@@ -37,16 +37,6 @@ def _layers(backend: str) -> dict[str, Any]:
     return {"default": {"BACKEND": backend, "CONFIG": config}}
 
 
-@pytest.fixture
-def redis_client() -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(_redis_url())
-    client.flushdb()
-    try:
-        yield client
-    finally:
-        client.close()
-
-
 @pytest.fixture(params=[IN_MEMORY, REDIS_PUBSUB], ids=["in-memory", "pubsub"])
 def layer(request: pytest.FixtureRequest, redis_client: redis.Redis) -> Iterator[Any]:
     with override_settings(CHANNEL_LAYERS=_layers(request.param)):
