@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import sys
 import uuid
+import weakref
 from typing import Any
 
 
@@ -58,6 +59,7 @@ class GroupListener:
             channel = await layer.new_channel()
             await layer.group_add(group, channel)
             return cls(layer, group, channel, None)
+        await _keep_receivers_awake(loop_layer)
         channel = f"{loop_layer.prefix}specific.{uuid.uuid4().hex}"
         queue: asyncio.Queue[Any] = asyncio.Queue()
         loop_layer.channels[channel] = queue
@@ -99,6 +101,28 @@ class GroupListener:
             loop_layer = _pubsub_loop_layer(self._layer) if self._queue is not None else None
             if loop_layer is not None:
                 loop_layer.channels.pop(self.channel, None)
+
+
+# A channel no one publishes to, subscribed once per connection of a loop's pub/sub layer and
+# never left. channels_redis's reader waits for messages while its connection has a
+# subscription, and sleeps 100 ms at a time while it has none: a follower that joined during
+# that sleep got its run's first batch up to 100 ms late. Once every follower left (one user
+# between two turns), that was every turn: TTFT p50 about 101 ms through the celery shape at
+# one user on the twenty-fourth session's host (benchmarks/README.md).
+_AWAKE_CHANNEL = "awake"
+_AWAKE: weakref.WeakSet[Any] = weakref.WeakSet()  # the loop layers whose connections hold it
+
+
+def awake_channel(loop_layer: Any) -> str:
+    return f"{loop_layer.prefix}__{_AWAKE_CHANNEL}"
+
+
+async def _keep_receivers_awake(loop_layer: Any) -> None:
+    if loop_layer in _AWAKE:
+        return
+    for shard in loop_layer._shards:
+        await shard.subscribe(awake_channel(loop_layer))
+    _AWAKE.add(loop_layer)
 
 
 # Leavings under way, held until done: the loop keeps only weak references to its tasks.

@@ -16,7 +16,7 @@ import redis
 from channels.layers import get_channel_layer
 from django.test import override_settings
 
-from copilot_runtime.engine.layer_groups import GroupListener
+from copilot_runtime.engine.layer_groups import GroupListener, awake_channel
 from tests.copilot_runtime.engine.test_layer_publish import _redis_url
 
 IN_MEMORY = "channels.layers.InMemoryChannelLayer"
@@ -32,6 +32,11 @@ def layer(request: pytest.FixtureRequest, redis_client: redis.Redis) -> Iterator
     layers = {"default": {"BACKEND": request.param, "CONFIG": config}}
     with override_settings(CHANNEL_LAYERS=layers):
         yield get_channel_layer()
+
+
+def _listening(client: redis.Redis) -> list[bytes]:
+    """The channels subscribed in Redis, but the one each connection keeps to stay awake."""
+    return [channel for channel in client.pubsub_channels() if channel != b"asgi__awake"]
 
 
 async def _close(layer: Any) -> None:
@@ -90,7 +95,7 @@ async def test_on_redis_pub_sub_a_listener_that_left_keeps_nothing_here_or_in_re
                         await asyncio.wait_for(listener.receive(), 0.02)
                 # The group is the one subscription (a subscription of one's own channel
                 # too was a second command each way).
-                assert len(redis_client.pubsub_channels()) == 1
+                assert len(_listening(redis_client)) == 1
                 await layer.group_send(f"run.{run}", {"type": "run.batch", "run": run})
                 assert (await asyncio.wait_for(listener.receive(), 5))["run"] == run
                 await listener.leave()
@@ -98,7 +103,7 @@ async def test_on_redis_pub_sub_a_listener_that_left_keeps_nothing_here_or_in_re
             loop_layer = layer._get_layer()
             assert loop_layer.channels == {}
             assert loop_layer.groups == {}
-            assert redis_client.pubsub_channels() == []
+            assert _listening(redis_client) == []
         finally:
             await layer.flush()
 
@@ -139,10 +144,32 @@ async def test_on_redis_pub_sub_a_listener_stopped_while_it_leaves_still_leaves(
                 assert listener.left
 
             for _ in range(500):
-                if not redis_client.pubsub_channels():
+                if not _listening(redis_client):
                     break
                 await asyncio.sleep(0.01)
-            assert redis_client.pubsub_channels() == []
+            assert _listening(redis_client) == []
+            assert loop_layer.channels == {}
+            assert loop_layer.groups == {}
+        finally:
+            await layer.flush()
+
+
+async def test_on_redis_pub_sub_the_reader_stays_awake_once_every_listener_left(
+    redis_client: redis.Redis,
+) -> None:
+    """channels_redis's reader sleeps 100 ms at a time while its connection has no
+    subscription: a follower joining then got its run's first batch up to 100 ms late, every
+    turn of a lone user. One channel stays subscribed, so the reader always waits on Redis."""
+    config = {"hosts": [_redis_url()]}
+    with override_settings(CHANNEL_LAYERS={"default": {"BACKEND": REDIS_PUBSUB, "CONFIG": config}}):
+        layer = get_channel_layer()
+        loop_layer = layer._get_layer()
+        try:
+            for run in range(3):
+                listener = await GroupListener.join(layer, f"run.{run}")
+                await listener.leave()
+                assert all(shard._pubsub.subscribed for shard in loop_layer._shards)
+            assert redis_client.pubsub_channels() == [awake_channel(loop_layer).encode()]
             assert loop_layer.channels == {}
             assert loop_layer.groups == {}
         finally:
