@@ -2,9 +2,14 @@
 the standalone one or a host project's, with ``autodiscover_tasks()``).
 
 A worker process keeps one event loop, on a thread of its own, and every run task hands its
-run to it and waits. With the threads pool (``-P threads -c N``, the standalone site's
-default) one process therefore executes up to N runs at once, interleaved on that loop while
-each waits on the model; with the prefork pool each child process executes one run at a time.
+runs to it and waits. A task carries one run (``execute_run``) or several that a web process
+queued together (``execute_runs``: they execute at once). With the threads pool (``-P threads
+-c N``, the standalone site's default) one process therefore executes the runs of up to N
+tasks at once, interleaved on that loop while each waits on the model; with the prefork pool
+each child process executes one task's runs at a time.
+
+A web process of this version may queue ``execute_runs``: upgrade the workers before the web
+processes (a worker of an earlier version does not know the task, and drops it).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import atexit
 import logging
 import threading
 from collections.abc import Coroutine
-from typing import Any
+from typing import Any, TypeVar
 
 from celery import Task, shared_task
 from celery.app.task import Context
@@ -22,11 +27,17 @@ from celery.concurrency.thread import TaskPool as ThreadTaskPool
 from celery.signals import worker_process_init, worker_ready
 
 from copilot_runtime.collector import settle_collector
-from copilot_runtime.engine.executor import EXECUTE_RUN_TASK, run_execute_stored
+from copilot_runtime.engine.executor import (
+    EXECUTE_RUN_TASK,
+    EXECUTE_RUNS_TASK,
+    run_execute_stored,
+    runs_execute_stored,
+)
 from copilot_runtime.engine.reaper import runs_reap_stale
 from copilot_runtime.lifespan import close_turn_resources
 
 logger = logging.getLogger(__name__)
+Result = TypeVar("Result")
 
 # Kept across tasks: the model client's connection pool and TLS context, the channel layer's
 # connections and the turn store's pools live on the loop, and building them anew for every
@@ -69,7 +80,7 @@ def _process_loop() -> asyncio.AbstractEventLoop:
         return _LOOP
 
 
-def _run_on_process_loop(coroutine: Coroutine[Any, Any, str]) -> str:
+def _run_on_process_loop(coroutine: Coroutine[Any, Any, Result]) -> Result:
     """Run ``coroutine`` on the process's loop; the calling (task) thread waits for it."""
     return asyncio.run_coroutine_threadsafe(coroutine, _process_loop()).result()
 
@@ -119,6 +130,19 @@ def execute_run(self: Task, run_id: str, placement: dict[str, Any] | None = None
     return _run_on_process_loop(
         run_execute_stored(
             run_id=run_id, placement=placement, first_delivery=first_delivery(self.request)
+        )
+    )
+
+
+@shared_task(bind=True, name=EXECUTE_RUNS_TASK, acks_late=True, reject_on_worker_lost=True)
+def execute_runs(self: Task, runs: list[list[Any]]) -> list[str]:
+    """Execute several prepared runs at once, each as ``execute_run`` would (``runs``: [run id,
+    placement] pairs). The task is acknowledged once all have ended; delivered again, each
+    run finds itself claimed and stores nothing."""
+    return _run_on_process_loop(
+        runs_execute_stored(
+            runs=[(run_id, placement) for run_id, placement in runs],
+            first_delivery=first_delivery(self.request),
         )
     )
 

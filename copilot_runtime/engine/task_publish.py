@@ -83,6 +83,21 @@ def _fast_publish_possible(app: Celery, *, name: str) -> bool:
     )
 
 
+# (app, one task, another) -> (the app, whether both go the same way).
+_SAME_ROUTE: dict[tuple[int, str, str], tuple[Celery, bool]] = {}
+
+
+def same_route(app: Celery, name: str, other: str) -> bool:
+    """Whether tasks ``name`` and ``other`` are routed alike (one queue, the same options), so
+    either may carry what the other would. Decided once per app."""
+    decided = _SAME_ROUTE.get((id(app), name, other))
+    if decided is not None and decided[0] is app:
+        return decided[1]
+    same = _route(app, name) == _route(app, other)
+    _SAME_ROUTE[(id(app), name, other)] = (app, same)
+    return same
+
+
 def _route(app: Celery, name: str) -> dict[str, Any]:
     return dict(app.amqp.router.route({}, name, None, None))
 

@@ -142,3 +142,20 @@ def test_a_task_applied_in_process_is_not_taken_for_a_first_delivery() -> None:
 
     delivery.apply().get()
     assert seen == [False]
+
+
+def test_a_task_of_several_runs_hands_them_over_together(monkeypatch: pytest.MonkeyPatch) -> None:
+    handed: list[tuple[list[tuple[str, Any]], bool]] = []
+
+    async def execute(*, runs: list[tuple[str, Any]], first_delivery: bool) -> list[str]:
+        handed.append((runs, first_delivery))
+        return [f"done {run_id}" for run_id, _ in runs]
+
+    monkeypatch.setattr(tasks, "runs_execute_stored", execute)
+    placement = {"thread_id": "t1"}
+
+    result = tasks.execute_runs.apply(args=[[["run-1", placement], ["run-2", None]]]).get()
+
+    assert result == ["done run-1", "done run-2"]
+    # Applied in process: no broker flag, so not taken for a first delivery.
+    assert handed == [([("run-1", placement), ("run-2", None)], False)]

@@ -16,11 +16,12 @@ from django.test import override_settings
 
 from conversations.models import Run, RunStatus
 from conversations.store import turn_store
-from copilot_runtime.engine import service
+from copilot_runtime.engine import executor, service
 from copilot_runtime.engine.executor import (
     EXECUTE_RUN_TASK,
     enqueue_on_worker,
     run_execute_stored,
+    runs_execute_stored,
     watch_remote,
 )
 from copilot_runtime.engine.hooks import RequestHookContext
@@ -114,6 +115,52 @@ async def test_a_task_of_an_earlier_version_executes_the_request_its_run_stored(
 
     assert await run_execute_stored(run_id=run_id) == RunStatus.SUCCEEDED
     assert fake_upstream.stats()["requests"] == 1
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_runs_queued_together_each_execute_as_if_queued_alone(
+    celery_executor: Celery, fake_upstream: Any
+) -> None:
+    queued = [await _queued(celery_executor, f"together-{n}", []) for n in range(3)]
+
+    statuses = await runs_execute_stored(runs=queued, first_delivery=True)
+
+    assert statuses == [RunStatus.SUCCEEDED] * 3
+    for n, (run_id, _placement) in enumerate(queued):
+        run = await Run.objects.select_related("thread").aget(pk=run_id)
+        assert (run.status, run.attempts, run.thread.thread_id) == (
+            RunStatus.SUCCEEDED,
+            1,
+            f"together-{n}",
+        )
+        assert [m.role async for m in run.thread.messages.order_by("position")] == [
+            "user",
+            "assistant",
+        ]
+    assert fake_upstream.stats()["requests"] == 3
+
+
+async def test_a_run_that_raises_lets_the_others_of_its_task_end_then_fails_the_task(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ended: list[str] = []
+    started: list[str] = []
+
+    async def execute(*, run_id: str, placement: Any, first_delivery: bool) -> str:
+        started.append(run_id)
+        if run_id == "broken":
+            raise RuntimeError("the run broke")
+        await asyncio.sleep(0.05)  # ends after the broken one raised
+        ended.append(run_id)
+        return RunStatus.SUCCEEDED
+
+    monkeypatch.setattr(executor, "run_execute_stored", execute)
+
+    with pytest.raises(RuntimeError, match="the run broke"):
+        await runs_execute_stored(runs=[("fine-1", None), ("broken", None), ("fine-2", None)])
+
+    assert started == ["fine-1", "broken", "fine-2"]
+    assert ended == ["fine-1", "fine-2"]
 
 
 @pytest.mark.django_db(transaction=True)

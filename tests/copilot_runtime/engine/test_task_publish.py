@@ -1,10 +1,13 @@
 """Queueing a run from the event loop on a Redis broker: the message Celery's own publish pushes,
-pushed in one round trip; anything Celery's publish would do more is left to it."""
+pushed in one round trip; anything Celery's publish would do more is left to it. Runs queued
+while a push is in flight go together, in one message."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+import uuid
 from typing import Any
 
 import pytest
@@ -13,10 +16,11 @@ from celery import Celery, signals
 from kombu import Exchange, Queue
 
 from copilot_runtime.engine import executor
-from copilot_runtime.engine.executor import EXECUTE_RUN_TASK, enqueue_run
+from copilot_runtime.engine.executor import EXECUTE_RUN_TASK, EXECUTE_RUNS_TASK, enqueue_run
 from copilot_runtime.engine.task_publish import (
     fast_publish_possible,
     publish_task,
+    same_route,
     task_message,
     task_publish_close,
 )
@@ -179,3 +183,107 @@ async def test_the_push_has_the_brokers_connect_timeout(redis_app: Celery) -> No
         assert client.connection_pool.connection_kwargs["socket_connect_timeout"] == 1.5
     finally:
         await task_publish_close()
+
+
+def _received(app: Celery, queue_name: str | None = None) -> list[tuple[str, str, list[Any]]]:
+    """(task, argsrepr, args) of every message on the queue, in the order pushed, as a worker
+    reads them."""
+    received = []
+    with app.connection_for_read() as connection:
+        queue = connection.SimpleQueue(queue_name or app.conf.task_default_queue)
+        try:
+            while True:
+                try:
+                    message = queue.get(timeout=0.5)
+                except queue.Empty:
+                    break
+                message.ack()
+                args, _kwargs, _embed = message.decode()
+                received.append((message.headers["task"], message.headers["argsrepr"], args))
+        finally:
+            queue.close()
+    return received
+
+
+async def test_runs_queued_while_a_push_is_in_flight_go_in_one_message(
+    current_redis_app: Celery,
+) -> None:
+    placements = {name: {**PLACEMENT, "thread_id": name} for name in ("a", "b", "c", "d")}
+    try:
+        # Four turns queue their runs at one moment: the first is pushed at once, the other
+        # three while its push is in flight.
+        await asyncio.gather(
+            *(enqueue_run(run_id=f"run-{name}", placement=p) for name, p in placements.items())
+        )
+    finally:
+        await task_publish_close()
+
+    assert _received(current_redis_app) == [
+        (EXECUTE_RUN_TASK, "['run-a']", ["run-a", placements["a"]]),
+        (
+            EXECUTE_RUNS_TASK,
+            "[['run-b', 'run-c', 'run-d']]",
+            [[["run-b", placements["b"]], ["run-c", placements["c"]], ["run-d", placements["d"]]]],
+        ),
+    ]
+
+
+async def test_runs_queued_one_at_a_time_go_one_per_message(current_redis_app: Celery) -> None:
+    try:
+        for name in ("a", "b"):
+            await enqueue_run(run_id=f"run-{name}", placement=PLACEMENT)
+    finally:
+        await task_publish_close()
+
+    assert [task for task, _, _ in _received(current_redis_app)] == [EXECUTE_RUN_TASK] * 2
+
+
+async def test_with_a_route_of_the_one_run_task_alone_each_run_keeps_its_message(
+    current_redis_app: Celery,
+) -> None:
+    """Grouped runs would leave the queue the one-run task is routed to: they go one by one."""
+    queue_name = f"runs-{uuid.uuid4()}"
+    current_redis_app.conf.task_routes = {EXECUTE_RUN_TASK: {"queue": queue_name}}
+    assert fast_publish_possible(current_redis_app, name=EXECUTE_RUN_TASK)
+    assert not same_route(current_redis_app, EXECUTE_RUNS_TASK, EXECUTE_RUN_TASK)
+    try:
+        await asyncio.gather(
+            *(enqueue_run(run_id=f"run-{name}", placement=PLACEMENT) for name in ("a", "b", "c"))
+        )
+    finally:
+        await task_publish_close()
+        client = redis.Redis.from_url(redis_test_url())
+        try:
+            received = _received(current_redis_app, queue_name)
+        finally:
+            client.delete(queue_name)
+            client.close()
+
+    assert [(task, repr_) for task, repr_, _ in received] == [
+        (EXECUTE_RUN_TASK, f"['run-{name}']") for name in ("a", "b", "c")
+    ]
+
+
+def test_both_run_tasks_are_routed_alike_by_a_route_for_both(redis_app: Celery) -> None:
+    redis_app.conf.task_routes = {"copilot.*": {"queue": "runs"}}
+    assert same_route(redis_app, EXECUTE_RUNS_TASK, EXECUTE_RUN_TASK)
+
+
+async def test_a_failed_grouped_push_leaves_each_run_to_celerys_publish(
+    current_redis_app: Celery, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from copilot_runtime.engine import task_publish
+
+    async def unreachable(*_: Any, **__: Any) -> None:
+        await asyncio.sleep(0)  # in flight for a turn of the loop: the others group
+        raise redis.exceptions.ConnectionError("Redis went away")
+
+    monkeypatch.setattr(task_publish, "publish_task", unreachable)
+    by_celery: list[dict[str, Any]] = []
+    monkeypatch.setattr(executor, "enqueue_on_worker", lambda **kwargs: by_celery.append(kwargs))
+
+    await asyncio.gather(
+        *(enqueue_run(run_id=f"run-{name}", placement=PLACEMENT) for name in ("a", "b", "c"))
+    )
+
+    assert sorted(queued["run_id"] for queued in by_celery) == ["run-a", "run-b", "run-c"]

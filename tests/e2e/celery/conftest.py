@@ -26,6 +26,7 @@ Fixtures:
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import itertools
 import os
@@ -199,9 +200,12 @@ def celery_env(fake_upstream: FakeUpstream) -> CeleryEnv:
 
 # --- workers ------------------------------------------------------------------------------------
 
-# Celery's own log lines (``-l info``) for the run task.
-_TASK_RECEIVED = re.compile(r"Task copilot\.execute_run\[[0-9a-f-]+\] received")
-_TASK_SUCCEEDED = re.compile(r"Task copilot\.execute_run\[[0-9a-f-]+\] succeeded in [^:]+: '(\w*)'")
+# Celery's own log lines (``-l info``) for the run tasks: one run's (its final status) or
+# several runs' (a list of them).
+_TASK_RECEIVED = re.compile(r"Task copilot\.execute_runs?\[[0-9a-f-]+\] received")
+_TASK_SUCCEEDED = re.compile(
+    r"Task copilot\.execute_runs?\[[0-9a-f-]+\] succeeded in [^:]+: ('\w*'|\[[^\]\n]*\])"
+)
 
 
 @dataclass
@@ -217,8 +221,12 @@ class CeleryWorker:
         return self.log_path.read_text(errors="replace")
 
     def executed_runs(self) -> list[str]:
-        """The return value (the run's final status) of each run task this worker finished."""
-        return [match.group(1) for match in _TASK_SUCCEEDED.finditer(self.log_text())]
+        """The final status of each run this worker's tasks finished, in the order they ended."""
+        statuses: list[str] = []
+        for match in _TASK_SUCCEEDED.finditer(self.log_text()):
+            value = ast.literal_eval(match.group(1))
+            statuses.extend(value if isinstance(value, list) else [value])
+        return statuses
 
     def tasks_received(self) -> int:
         return len(_TASK_RECEIVED.findall(self.log_text()))

@@ -1,7 +1,8 @@
 """Turns executed by a real Celery worker and streamed to the real CopilotKit client by daphne.
 
 The web process records the request and relays; the worker runs the turn. A task delivered
-twice (Celery's late ack redelivers after a lost worker) never runs the turn a second time.
+twice (Celery's late ack redelivers after a lost worker) never runs the turn a second time. A
+task carrying several runs (queued together by a busy web process) executes each.
 """
 
 from __future__ import annotations
@@ -10,10 +11,13 @@ import json
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from asgiref.sync import async_to_sync
 from celery import Celery
+from django.contrib.auth.models import AnonymousUser
 
 from conversations.models import Run, RunStatus
-from copilot_runtime.engine.executor import EXECUTE_RUN_TASK
+from copilot_runtime.engine.executor import EXECUTE_RUN_TASK, EXECUTE_RUNS_TASK, placement_of
+from copilot_runtime.engine.service import turn_prepare
 from copilot_runtime.events.request import turn_request_to_payload
 from copilot_runtime.graphql.turn_input import parse_generate_input
 from copilot_runtime.tasks import execute_run
@@ -222,3 +226,37 @@ def test_a_first_delivery_claims_while_asking_and_a_put_back_task_claims_first(
         1,
         run.finished_at,
     )
+
+
+def test_a_task_of_several_runs_executes_each_at_once(
+    celery_worker_factory: Any, celery_env: Any, redis_url: str, fake_upstream: FakeUpstream
+) -> None:
+    worker = celery_worker_factory(env=celery_env(redis_url))
+    replies = {f"together-{n}": f"reply {n} " + deterministic_tokens(6) for n in range(3)}
+
+    async def prepare_all() -> list[list[Any]]:
+        queued = []
+        for thread_id, reply in replies.items():
+            # 400 ms of streaming each: executed one after another they would take over 1.2 s.
+            directive = {"text": reply, "delay_ms": 400 // len(reply.split())}
+            data = generate_data(thread_id=thread_id, messages=[text_input("u1", fake(directive))])
+            request = parse_generate_input(data, {})
+            prepared = await turn_prepare(user=AnonymousUser(), request=request, protocol="graphql")
+            queued.append([prepared.run_id, placement_of(prepared, request)])
+        return queued
+
+    # Prepared in this process (its executor is inline: nothing is queued), sent as one task.
+    queued = async_to_sync(prepare_all)()
+    app = Celery("together", broker=redis_url, set_as_current=False)
+    app.send_task(EXECUTE_RUNS_TASK, args=[queued])
+
+    wait_for(lambda: len(worker.executed_runs()) == 3, timeout=15, what="the task's three runs")
+    assert worker.executed_runs() == ["succeeded"] * 3
+    assert worker.tasks_received() == 1
+    runs = [finished_run(run_id) for run_id, _ in queued]
+    for run, (thread_id, reply) in zip(runs, replies.items(), strict=True):
+        assert run.status == RunStatus.SUCCEEDED
+        assert [row.content for row in thread_rows(thread_id)][1] == reply
+    # At once: each started before any other finished.
+    assert max(run.started_at for run in runs) < min(run.finished_at for run in runs)
+    assert fake_upstream.stats()["requests"] == 3
