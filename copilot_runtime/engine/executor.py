@@ -13,7 +13,7 @@ import contextvars
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
@@ -28,6 +28,12 @@ from copilot_runtime.engine.inbox import Inbox
 from copilot_runtime.engine.layer_groups import GroupListener, leave_quietly
 from copilot_runtime.engine.live import LiveRun, live_run_forget, live_run_get, live_run_register
 from copilot_runtime.engine.relay import follow_run, join_run
+from copilot_runtime.engine.replies import (
+    ReplySlot,
+    replies_for_loop,
+    reply_group,
+    replying_to,
+)
 from copilot_runtime.engine.stops import announce_stop
 from copilot_runtime.events import Event, RunError, RunFinished, event_from_payload
 from copilot_runtime.events.request import (
@@ -54,7 +60,8 @@ def placement_of(
     prepared: PreparedTurn, request: TurnRequest, *, payload: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """What a worker needs to execute a prepared run without reading it back (JSON);
-    ``payload`` is the request's JSON form when it was built already."""
+    ``payload`` is the request's JSON form when it was built already. ``turn_start`` adds
+    ``reply_to``, the group its follower listens on (copilot_runtime/engine/replies.py)."""
     return {
         "thread_id": prepared.thread_id,
         "thread_pk": prepared.thread_pk,
@@ -191,17 +198,26 @@ def start_inline(
     return live, events
 
 
-async def watch_remote(
-    run_id: str, *, joined_before_queued: bool = False
-) -> tuple[Inbox[Event | None], Callable[[], None]]:
-    """Follow a run executing elsewhere: its events arrive in an inbox (``None`` at the end).
-    Returns the inbox and a function that stops following.
+class Following(NamedTuple):
+    """A run followed from this process: its events (``None`` at the end), the function that
+    stops following, and the reply group its task must name (None: its own group)."""
 
-    ``joined_before_queued``: the caller queues the run only after this returns. The follower
-    is then in the run's group before the run can say anything, and does not read the log
-    first (``follow_run``'s ``joined``)."""
+    events: Inbox[Event | None]
+    detach: Callable[[], None]
+    reply_to: str | None
+
+
+async def watch_remote(run_id: str, *, joined_before_queued: bool = False) -> Following:
+    """Follow a run executing elsewhere.
+
+    ``joined_before_queued``: the caller queues the run only after this returns, naming
+    ``reply_to`` in its task. The follower then listens before the run can say anything
+    (on the loop's reply group, copilot_runtime/engine/replies.py; on the run's group when that
+    cannot be joined), and does not read the log first (``follow_run``'s ``joined``)."""
     events: Inbox[Event | None] = Inbox()
-    joined = await join_run(run_id) if joined_before_queued else None
+    joined: GroupListener | ReplySlot | None = None
+    if joined_before_queued:
+        joined = await replies_for_loop().register(run_id) or await join_run(run_id)
 
     async def pump() -> None:
         try:
@@ -227,10 +243,13 @@ async def watch_remote(
     task = asyncio.create_task(pump(), name=f"follow:{run_id}", context=contextvars.Context())
     if joined is not None:
         task.add_done_callback(_leave_if_never_followed(joined))
-    return events, task.cancel
+    reply_to = joined.group if isinstance(joined, ReplySlot) else None
+    return Following(events, task.cancel, reply_to)
 
 
-def _leave_if_never_followed(joined: GroupListener) -> Callable[[asyncio.Task[None]], None]:
+def _leave_if_never_followed(
+    joined: GroupListener | ReplySlot,
+) -> Callable[[asyncio.Task[None]], None]:
     """The follower leaves the group it was given; one stopped before it started never saw it."""
 
     def leave(_task: asyncio.Task[None]) -> None:
@@ -310,13 +329,14 @@ async def run_execute_stored(
             thread_pk=placement["thread_pk"],
             next_position=placement.get("next_position"),
         )
-        return await run_execute(
-            run_id=run_id,
-            thread_id=prepared.thread_id,
-            request=turn_request_from_payload(placement["request"]),
-            prepared=prepared,
-            claim_while_streaming=first_delivery,
-        )
+        with replying_to(run_id, reply_group(placement.get("reply_to"))):
+            return await run_execute(
+                run_id=run_id,
+                thread_id=prepared.thread_id,
+                request=turn_request_from_payload(placement["request"]),
+                prepared=prepared,
+                claim_while_streaming=first_delivery,
+            )
     await sync_to_async(close_old_connections)()
     try:
         run = await Run.objects.select_related("thread").aget(pk=run_id)

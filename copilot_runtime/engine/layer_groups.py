@@ -21,7 +21,7 @@ import contextlib
 import sys
 import uuid
 import weakref
-from typing import Any
+from typing import Any, Protocol
 
 
 def _pubsub_loop_layer(layer: Any) -> Any | None:
@@ -129,6 +129,10 @@ async def _keep_receivers_awake(loop_layer: Any) -> None:
 _LEAVING: set[asyncio.Future[None]] = set()
 
 
-async def leave_quietly(listener: GroupListener) -> None:
+class Leaving(Protocol):
+    async def leave(self) -> None: ...
+
+
+async def leave_quietly(listener: Leaving) -> None:
     with contextlib.suppress(Exception):
         await listener.leave()

@@ -22,6 +22,7 @@ from conversations.services.runs import LoggedEvent
 from conversations.store import turn_store
 from copilot_runtime.engine.layer_groups import GroupListener, leave_quietly
 from copilot_runtime.engine.layer_publish import group_send_many
+from copilot_runtime.engine.replies import ReplySlot, announcements
 from copilot_runtime.events import RunFinished
 
 logger = logging.getLogger(__name__)
@@ -47,12 +48,17 @@ def _batch_message(events: list[LoggedEvent]) -> dict[str, Any]:
 
 
 async def announce_batch(run_id: str, events: list[LoggedEvent]) -> None:
-    """Tell followers a batch was logged. Best effort: the log already has it."""
+    """Tell followers a batch was logged (on the run's group, and on the reply group its task
+    named: copilot_runtime/engine/replies.py). Best effort: the log already has it."""
     layer = get_channel_layer()
     if layer is None or not events:
         return
+    messages = announcements(run_id, run_group(run_id), _batch_message(events))
     try:
-        await layer.group_send(run_group(run_id), _batch_message(events))
+        if len(messages) == 1:
+            await layer.group_send(*messages[0])
+        else:
+            await group_send_many(layer, messages)
     except Exception:  # a layer outage must not fail the run; followers read the log
         logger.warning("could not announce a batch of run %s", run_id, exc_info=True)
 
@@ -61,7 +67,12 @@ async def announce_batches(batches: Sequence[tuple[str, list[LoggedEvent]]]) -> 
     """``announce_batch`` for several runs' batches logged together: one round trip on a
     Redis pub/sub layer (copilot_runtime/engine/layer_publish.py)."""
     layer = get_channel_layer()
-    messages = [(run_group(run_id), _batch_message(events)) for run_id, events in batches if events]
+    messages = [
+        announced
+        for run_id, events in batches
+        if events
+        for announced in announcements(run_id, run_group(run_id), _batch_message(events))
+    ]
     if layer is None or not messages:
         return
     try:
@@ -105,7 +116,7 @@ async def follow_run(
     *,
     after_seq: int = 0,
     check_alive: Callable[[], Awaitable[None]] | None = None,
-    joined: GroupListener | None = None,
+    joined: GroupListener | ReplySlot | None = None,
 ) -> AsyncIterator[LoggedEvent]:
     """Every logged event of the run after ``after_seq``, live, until ``run_finished``.
 
@@ -113,9 +124,10 @@ async def follow_run(
     end a run whose executor died (appending its final events to the log). When the layer
     fails (Redis restarted, unreachable), the follower keeps going on the log alone.
 
-    ``joined``: the caller's ``join_run``, made before the run was queued. Nothing can have
-    been logged before it, so the log is not read first (a statement per turn in the celery
-    shape); it still is on any gap, and when the layer is silent. The follower leaves it.
+    ``joined``: the caller's ``join_run`` (or its slot of the loop's reply group), made before
+    the run was queued. Nothing can have been logged before it, so the log is not read first (a
+    statement per turn in the celery shape); it still is on any gap, and when the layer is
+    silent. The follower leaves it.
     """
     listener = joined if joined is not None else await join_run(run_id)
     next_seq = after_seq + 1

@@ -282,10 +282,11 @@ async def turn_start(
     if celery:
         # In the run's group before it is queued (once the hook has let the request through:
         # a worker must never start a run the hook refuses).
-        events, detach = await watch_remote(
-            prepared.run_id, joined_before_queued=placement is not None
-        )
+        following = await watch_remote(prepared.run_id, joined_before_queued=placement is not None)
+        events, detach = following.events, following.detach
         if placement is not None:
+            if following.reply_to is not None:
+                placement["reply_to"] = following.reply_to
             try:
                 await enqueue_run(run_id=prepared.run_id, placement=placement)
             except BaseException:

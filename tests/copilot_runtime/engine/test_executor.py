@@ -14,7 +14,7 @@ from channels.layers import get_channel_layer
 from django.contrib.auth.models import AnonymousUser
 from django.test import override_settings
 
-from conversations.models import Run, RunStatus
+from conversations.models import Run, RunEvent, RunStatus
 from conversations.store import turn_store
 from copilot_runtime.engine import executor, service
 from copilot_runtime.engine.executor import (
@@ -26,6 +26,7 @@ from copilot_runtime.engine.executor import (
 )
 from copilot_runtime.engine.hooks import RequestHookContext
 from copilot_runtime.engine.relay import run_group
+from copilot_runtime.engine.replies import replies_for_loop
 from copilot_runtime.engine.service import turn_prepare, turn_start
 from copilot_runtime.errors import CopilotKitError
 from copilot_runtime.graphql.turn_input import parse_generate_input
@@ -140,6 +141,31 @@ async def test_runs_queued_together_each_execute_as_if_queued_alone(
     assert fake_upstream.stats()["requests"] == 3
 
 
+@pytest.mark.django_db(transaction=True)
+async def test_a_run_announces_its_batches_to_the_reply_group_its_task_names(
+    celery_executor: Celery, fake_upstream: Any
+) -> None:
+    with override_settings(CHANNEL_LAYERS=IN_MEMORY_LAYER):
+        run_id, placement = await _queued(celery_executor, "replied", [])
+        slot = await replies_for_loop().register(run_id)
+        assert slot is not None
+        placement["reply_to"] = slot.group
+
+        assert await run_execute_stored(run_id=run_id, placement=placement) == RunStatus.SUCCEEDED
+
+        types: list[str] = []
+        while not types or types[-1] != "run_finished":
+            message = await asyncio.wait_for(slot.receive(), RECEIVE_TIMEOUT)
+            assert message["run_id"] == run_id
+            types += [event_type for _seq, event_type, _payload in message["events"]]
+        assert types[-1] == "run_finished"
+        assert [
+            event.type async for event in RunEvent.objects.filter(run_id=run_id).order_by("seq")
+        ] == types
+        await slot.leave()
+        await replies_for_loop().close()
+
+
 async def test_a_run_that_raises_lets_the_others_of_its_task_end_then_fails_the_task(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -219,13 +245,20 @@ async def test_a_celery_turn_is_followed_from_before_its_run_is_queued(
     celery_executor: Celery, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """So the run cannot say anything its follower misses, and the follower need not read the
-    log first (one statement per turn)."""
-    followed_when_queued: list[bool] = []
+    log first (one statement per turn). It listens on its loop's reply group, which the task
+    names, not on a group of the run's own."""
+    when_queued: list[tuple[bool, bool, bool]] = []
     enqueue = service.enqueue_run
 
     async def recording(*, run_id: str, placement: dict[str, Any]) -> None:
-        group = get_channel_layer().groups.get(run_group(run_id))
-        followed_when_queued.append(bool(group))
+        replies = replies_for_loop()
+        when_queued.append(
+            (
+                replies.listening and replies.following(run_id),
+                placement.get("reply_to") == replies.group,
+                bool(get_channel_layer().groups.get(run_group(run_id))),
+            )
+        )
         await enqueue(run_id=run_id, placement=placement)
 
     monkeypatch.setattr(service, "enqueue_run", recording)
@@ -236,17 +269,34 @@ async def test_a_celery_turn_is_followed_from_before_its_run_is_queued(
         )
         started.detach()
         await asyncio.sleep(0.05)
-        assert not get_channel_layer().groups.get(run_group(started.run_id))
-    assert followed_when_queued == [True]
+        assert not replies_for_loop().following(started.run_id)
+    assert when_queued == [(True, True, False)]
 
 
 async def test_a_follower_stopped_before_its_first_step_leaves_the_group_it_was_given() -> None:
     with override_settings(CHANNEL_LAYERS=IN_MEMORY_LAYER):
-        _events, detach = await watch_remote("never-followed", joined_before_queued=True)
-        assert get_channel_layer().groups.get(run_group("never-followed"))
-        detach()  # the request failed before the follower's task ran at all
+        following = await watch_remote("never-followed", joined_before_queued=True)
+        assert following.reply_to == replies_for_loop().group
+        assert replies_for_loop().following("never-followed")
+        following.detach()  # the request failed before the follower's task ran at all
         await asyncio.sleep(0.05)
-        assert not get_channel_layer().groups.get(run_group("never-followed"))
+        assert not replies_for_loop().following("never-followed")
+
+
+async def test_without_a_reply_group_the_follower_listens_on_the_runs_group(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def refused(_run_id: str) -> None:
+        return None  # the reply group could not be joined
+
+    with override_settings(CHANNEL_LAYERS=IN_MEMORY_LAYER):
+        monkeypatch.setattr(replies_for_loop(), "register", refused)
+        following = await watch_remote("own-group", joined_before_queued=True)
+        assert following.reply_to is None
+        assert get_channel_layer().groups.get(run_group("own-group"))
+        following.detach()
+        await asyncio.sleep(0.05)
+        assert not get_channel_layer().groups.get(run_group("own-group"))
 
 
 @pytest.fixture(params=["sql", "orm"], ids=["postgresql store", "orm store"])

@@ -190,7 +190,7 @@ async def test_a_follower_of_a_run_whose_executor_died_ends_with_worker_lost(
     monkeypatch.setattr(relay, "IDLE_CHECK_SECONDS", 0.1)
     await sync_to_async(make_run)("orphan", heartbeat_age=STALE_SECONDS + 1)
 
-    events, stop_following = await watch_remote("orphan")
+    events, stop_following, _reply_to = await watch_remote("orphan")
     received = []
     try:
         while (event := await asyncio.wait_for(events.get(), 10)) is not None:
