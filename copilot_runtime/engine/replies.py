@@ -153,9 +153,10 @@ def replies_for_loop() -> LoopReplies:
     return _replies.get()
 
 
-# The executing side: the reply group of each run this process executes for a follower
-# elsewhere, named by the run's task.
-_REPLY_TO: dict[str, str] = {}
+# The executing side: the reply groups of each run this process executes for a follower
+# elsewhere, named by the run's tasks (a task delivered twice may execute beside the first
+# while its claim fails: its end must not take the first's group away).
+_REPLY_TO: dict[str, list[str]] = {}
 
 
 def reply_group(value: Any) -> str | None:
@@ -169,11 +170,14 @@ def replying_to(run_id: str, group: str | None) -> Iterator[None]:
     if group is None:
         yield
         return
-    _REPLY_TO[run_id] = group
+    groups = _REPLY_TO.setdefault(run_id, [])
+    groups.append(group)
     try:
         yield
     finally:
-        _REPLY_TO.pop(run_id, None)
+        groups.remove(group)
+        if not groups:
+            del _REPLY_TO[run_id]
 
 
 def announcements(
@@ -181,7 +185,7 @@ def announcements(
 ) -> list[tuple[str, dict[str, Any]]]:
     """Where a batch ``message`` of ``run_id`` goes: the run's ``group``, and the reply group
     its task named, naming the run there."""
-    reply_to = _REPLY_TO.get(run_id)
-    if reply_to is None:
+    groups = _REPLY_TO.get(run_id)
+    if not groups:
         return [(group, message)]
-    return [(group, message), (reply_to, {**message, "run_id": run_id})]
+    return [(group, message), (groups[0], {**message, "run_id": run_id})]

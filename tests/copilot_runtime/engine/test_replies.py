@@ -22,6 +22,7 @@ from copilot_runtime.engine.layer_groups import GroupListener
 from copilot_runtime.engine.relay import announce_batch, announce_batches, follow_run
 from copilot_runtime.engine.replies import (
     LoopReplies,
+    announcements,
     reply_group,
     replying_to,
 )
@@ -204,6 +205,19 @@ async def relay_log(
         ]
 
     monkeypatch.setattr(relay, "log_fetch", fetch)
+
+
+def test_a_second_delivery_of_a_runs_task_ending_first_leaves_the_reply_group_in_place() -> None:
+    group = "replies." + "a" * 32
+    message = {"type": "run.batch", "events": []}
+    with replying_to("run-twice", group):
+        with replying_to("run-twice", group):  # the duplicate, whose claim fails
+            pass
+        assert announcements("run-twice", "run.x", message)[1] == (
+            group,
+            {**message, "run_id": "run-twice"},
+        )
+    assert announcements("run-twice", "run.x", message) == [("run.x", message)]
 
 
 def test_only_a_reply_groups_name_is_taken_from_a_task() -> None:
