@@ -22,6 +22,7 @@ from copilot_runtime.engine.layer_groups import GroupListener
 from copilot_runtime.engine.relay import announce_batch, announce_batches, follow_run
 from copilot_runtime.engine.replies import (
     LoopReplies,
+    ReplySlot,
     announcements,
     reply_group,
     replying_to,
@@ -63,14 +64,20 @@ def _batch(run_id: str, first_seq: int, count: int, *, last: bool = False) -> li
     return events
 
 
+async def _registered(replies: LoopReplies, run_id: str) -> ReplySlot:
+    slot = await replies.register(run_id)
+    assert slot is not None, "the reply group could not be joined"
+    return slot
+
+
 async def _receive(slot: Any) -> dict[str, Any]:
     return dict(await asyncio.wait_for(slot.receive(), RECEIVE_TIMEOUT))
 
 
 async def test_each_run_receives_its_own_batches_from_the_loops_one_group(layer: Any) -> None:
     replies = LoopReplies()
-    slots = {run_id: await replies.register(run_id) for run_id in ("run-a", "run-b")}
-    assert all(slot is not None and slot.group == replies.group for slot in slots.values())
+    slots = {run_id: await _registered(replies, run_id) for run_id in ("run-a", "run-b")}
+    assert all(slot.group == replies.group for slot in slots.values())
 
     with replying_to("run-a", replies.group), replying_to("run-b", replies.group):
         await announce_batches([("run-a", _batch("run-a", 1, 2)), ("run-b", _batch("run-b", 1, 1))])
@@ -84,7 +91,7 @@ async def test_each_run_receives_its_own_batches_from_the_loops_one_group(layer:
         ("run-b", [2]),
     ]
     for slot in slots.values():
-        await slot.leave()  # type: ignore[union-attr]
+        await slot.leave()
 
 
 async def test_a_run_followed_on_the_reply_group_is_followed_whole(layer: Any) -> None:
@@ -138,13 +145,13 @@ async def test_one_subscription_serves_every_run_of_the_loop(
 ) -> None:
     layer = pubsub_layer
     replies = LoopReplies()
-    slots = [await replies.register(f"run-{n}") for n in range(20)]
+    slots = [await _registered(replies, f"run-{n}") for n in range(20)]
     groups = [
         channel.decode() for channel in redis_client.pubsub_channels() if b"awake" not in channel
     ]
     assert groups == [layer._get_layer()._get_group_channel_name(replies.group)]
     for slot in slots:
-        await slot.leave()  # type: ignore[union-attr]
+        await slot.leave()
     assert not any(replies.following(f"run-{n}") for n in range(20))
     assert not any(b"run." in channel for channel in redis_client.pubsub_channels())
 
@@ -161,8 +168,7 @@ async def test_a_failed_reply_group_sends_its_followers_to_the_log_and_is_joined
 
     monkeypatch.setattr(GroupListener, "receive", failing)
     replies = LoopReplies()
-    slots = [await replies.register(run_id) for run_id in ("run-failed", "run-followed")]
-    assert all(slot is not None for slot in slots)
+    slots = [await _registered(replies, run_id) for run_id in ("run-failed", "run-followed")]
     following = asyncio.create_task(_followed(slots[1], "run-followed"))
     await asyncio.sleep(0.05)
     await relay_log(monkeypatch, "run-followed", _batch("run-followed", 1, 2, last=True))
@@ -170,7 +176,7 @@ async def test_a_failed_reply_group_sends_its_followers_to_the_log_and_is_joined
 
     # At once (not after a follower's idle second), each follower learns of the failure...
     with pytest.raises(ConnectionError):
-        await asyncio.wait_for(slots[0].receive(), 0.5)  # type: ignore[union-attr]
+        await asyncio.wait_for(slots[0].receive(), 0.5)
     # ...and goes on from the log, which holds the whole run.
     followed = await asyncio.wait_for(following, 0.5)
     assert [event.seq for event in followed] == [1, 2, 3]
