@@ -4,12 +4,14 @@ that cannot work is reported with the key that is wrong, before a request finds 
 Ids: ``copilot_runtime.E001`` unknown key, ``E002`` wrong type, ``E003`` a dotted path that
 does not import, ``E004`` an agent or adapter that cannot run, ``E005`` an unknown executor,
 ``E006`` Celery without a broker, ``E007`` served under WSGI (``runserver`` without an ASGI
-server), ``W001`` anonymous callers allowed with DEBUG off.
+server), ``E008`` a channels_redis list layer whose Redis reads time out before its blocking
+reads end, ``W001`` anonymous callers allowed with DEBUG off.
 """
 
 from __future__ import annotations
 
 import difflib
+import inspect
 import os
 import sys
 from collections.abc import Iterable
@@ -180,6 +182,62 @@ def _served_by_wsgi() -> Iterable[Error]:
         )
 
 
+_LIST_LAYER = "channels_redis.core.RedisChannelLayer"
+
+
+def _redis_default_socket_timeout() -> float | None:
+    """redis-py's socket read timeout when a host names none: None up to redis-py 7, 5 s
+    from redis-py 8."""
+    from redis.asyncio.connection import AbstractConnection
+
+    parameter = inspect.signature(AbstractConnection.__init__).parameters.get("socket_timeout")
+    return None if parameter is None else parameter.default
+
+
+def _host_socket_timeout(host: dict[str, Any], default: float | None) -> float | None:
+    if "socket_timeout" in host:
+        return host["socket_timeout"]
+    address = host.get("address")
+    if isinstance(address, str):
+        from redis.asyncio.connection import parse_url
+
+        try:
+            return parse_url(address).get("socket_timeout", default)
+        except ValueError:
+            return default  # a bad address is the layer's own error, at its first use
+    return default
+
+
+def _list_layer_read_timeouts() -> Iterable[Error]:
+    """channels_redis's list layer waits for a message with a blocking read of
+    ``brpop_timeout`` (5 s) seconds. A socket timeout not well above it (redis-py 8's default
+    is 5 s) ends an idle read with redis's ``TimeoutError`` instead: every websocket consumer and
+    run follower idle for 5 s fails (channels_redis issue #422, redis-py issue #4091)."""
+    for alias, layer in (getattr(settings, "CHANNEL_LAYERS", None) or {}).items():
+        if not isinstance(layer, dict) or layer.get("BACKEND") != _LIST_LAYER:
+            continue
+        from channels_redis.core import RedisChannelLayer
+        from channels_redis.utils import decode_hosts
+
+        blocking = RedisChannelLayer.brpop_timeout
+        default = _redis_default_socket_timeout()
+        try:
+            hosts = decode_hosts((layer.get("CONFIG") or {}).get("hosts"))
+        except (TypeError, ValueError):
+            continue  # the layer's own error, at its first use
+        for index, host in enumerate(hosts):
+            timeout = _host_socket_timeout(host, default)
+            if timeout is not None and timeout <= 2 * blocking:
+                yield Error(
+                    f"CHANNEL_LAYERS[{alias!r}] host {index} reads Redis with a socket timeout "
+                    f"of {timeout} s; the list layer's blocking reads last {blocking} s, so an "
+                    "idle websocket or run follower fails with 'Timeout reading from ...'.",
+                    hint='Give the host as a dict with no socket timeout: {"address": '
+                    '"redis://...", "socket_timeout": None}.',
+                    id=f"{TAG}.E008",
+                )
+
+
 def _anonymous(configured: dict[str, Any]) -> Iterable[Warning]:
     if configured.get("ALLOW_ANONYMOUS") is True and not settings.DEBUG:
         yield Warning(
@@ -200,6 +258,7 @@ def check_runtime_settings(app_configs: Any = None, **_: Any) -> list[Error | Wa
     messages.extend(_dotted_paths(configured))
     messages.extend(_executor(configured))
     messages.extend(_served_by_wsgi())
+    messages.extend(_list_layer_read_timeouts())
     messages.extend(_anonymous(configured))
     if not any(isinstance(m, Error) and m.id == f"{TAG}.E002" for m in messages):
         messages.extend(_agents_and_adapters())

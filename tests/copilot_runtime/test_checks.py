@@ -9,6 +9,7 @@ import pytest
 from django.core.checks import Error
 from django.test import override_settings
 
+from copilot_runtime import checks
 from copilot_runtime.checks import check_runtime_settings
 
 pytestmark = pytest.mark.django_db
@@ -109,6 +110,61 @@ def test_runserver_without_an_asgi_server_is_an_error(monkeypatch: pytest.Monkey
     assert "uvicorn" in found["copilot_runtime.E007"]
     with override_settings(INSTALLED_APPS=["daphne", "django.contrib.contenttypes"]):
         assert "copilot_runtime.E007" not in ids({})
+
+
+LIST_LAYER = "channels_redis.core.RedisChannelLayer"
+PUBSUB_LAYER = "channels_redis.pubsub.RedisPubSubChannelLayer"
+
+
+def layer_ids(backend: str, hosts: list) -> dict[str, str]:
+    layers = {"default": {"BACKEND": backend, "CONFIG": {"hosts": hosts}}}
+    with override_settings(CHANNEL_LAYERS=layers):
+        return ids({})
+
+
+@pytest.mark.parametrize(
+    "hosts",
+    [
+        ["redis://127.0.0.1:6379/0"],
+        [("127.0.0.1", 6379)],
+        [{"address": "redis://127.0.0.1:6379/0", "socket_timeout": 5}],
+        [{"address": "redis://127.0.0.1:6379/0?socket_timeout=3"}],
+        [{"address": "redis://a/0", "socket_timeout": None}, "redis://b/0"],  # the second one
+    ],
+)
+def test_a_list_layer_whose_redis_reads_time_out_under_its_blocking_reads_is_an_error(
+    hosts: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(checks, "_redis_default_socket_timeout", lambda: 5)  # redis-py 8's
+    found = layer_ids(LIST_LAYER, hosts)
+    assert "Timeout reading from" in found["copilot_runtime.E008"]
+    assert '"socket_timeout": None' in found["copilot_runtime.E008"]
+
+
+@pytest.mark.parametrize(
+    ("backend", "hosts", "default"),
+    [
+        (LIST_LAYER, [{"address": "redis://127.0.0.1:6379/0", "socket_timeout": None}], 5),
+        (LIST_LAYER, [{"address": "redis://127.0.0.1:6379/0?socket_timeout=60"}], 5),
+        (LIST_LAYER, ["redis://127.0.0.1:6379/0"], None),  # redis-py up to 7: no read timeout
+        (PUBSUB_LAYER, ["redis://127.0.0.1:6379/0"], 5),  # its reads carry their own timeout
+    ],
+)
+def test_a_layer_that_reads_redis_long_enough_is_clean(
+    backend: str, hosts: list, default: float | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(checks, "_redis_default_socket_timeout", lambda: default)
+    assert "copilot_runtime.E008" not in layer_ids(backend, hosts)
+
+
+def test_the_installed_redis_clients_default_read_timeout_is_the_one_checked() -> None:
+    import redis
+
+    # redis-py 8 made it 5 s (the E008 case for a host given as a URL); before, none.
+    expected = 5 if int(redis.__version__.split(".")[0]) >= 8 else None
+    assert checks._redis_default_socket_timeout() == expected
+    flagged = "copilot_runtime.E008" in layer_ids(LIST_LAYER, ["redis://127.0.0.1:6379/0"])
+    assert flagged == (expected is not None)
 
 
 def test_every_message_is_an_error_or_a_warning_with_our_id() -> None:

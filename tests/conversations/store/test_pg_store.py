@@ -395,6 +395,24 @@ async def test_a_look_up_the_database_refuses_fails_its_own_turn_only(
     assert stored == ["t-one", "t-three", "t-two"]
 
 
+async def _until_blocked_by(holder: psycopg.AsyncConnection, within: float = 10) -> None:
+    """Returns once another backend waits on a lock ``holder``'s transaction holds."""
+    async with await psycopg.AsyncConnection.connect(
+        pg_store._conninfo(), autocommit=True
+    ) as watcher:
+        deadline = asyncio.get_running_loop().time() + within
+        while True:
+            cursor = await watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
+                [holder.info.backend_pid],
+            )
+            row = await cursor.fetchone()
+            if row and row[0]:
+                return
+            assert asyncio.get_running_loop().time() < deadline, "no one waited on the lock"
+            await asyncio.sleep(0.01)
+
+
 async def test_a_thread_created_meanwhile_by_another_request_is_looked_up_again(
     pg: PgTurnStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -411,8 +429,10 @@ async def test_a_thread_created_meanwhile_by_another_request_is_looked_up_again(
         preparing = asyncio.ensure_future(
             pg.prepare(turn=record("t-late", history("x")), reap=never_reap)
         )
-        await asyncio.sleep(0.3)
-        assert not preparing.done()  # the look-up waits on the uncommitted row
+        # The look-up waits on the uncommitted row (a fixed sleep let a slow host commit before
+        # the look-up had even started, and it found the thread at once).
+        await _until_blocked_by(other)
+        assert not preparing.done()
         await other.commit()
         prepared = await asyncio.wait_for(preparing, timeout=5)
     finally:

@@ -27,7 +27,10 @@ REDIS_PUBSUB = "channels_redis.pubsub.RedisPubSubChannelLayer"
 @pytest.fixture(params=[IN_MEMORY, REDIS_LISTS, REDIS_PUBSUB], ids=["in-memory", "lists", "pubsub"])
 def layer(request: pytest.FixtureRequest, redis_client: redis.Redis) -> Iterator[Any]:
     config: dict[str, Any] = {}
-    if request.param != IN_MEMORY:
+    if request.param == REDIS_LISTS:
+        # As copilot_runtime.E008 asks: no socket timeout under the layer's blocking reads.
+        config["hosts"] = [{"address": _redis_url(), "socket_timeout": None}]
+    elif request.param == REDIS_PUBSUB:
         config["hosts"] = [_redis_url()]
     layers = {"default": {"BACKEND": request.param, "CONFIG": config}}
     with override_settings(CHANNEL_LAYERS=layers):
@@ -76,6 +79,30 @@ async def test_a_receive_that_timed_out_keeps_the_membership_and_loses_nothing(
         await listener.leave()
     finally:
         await _close(layer)
+
+
+async def test_on_the_list_layer_a_listener_idle_past_the_blocking_read_still_receives(
+    redis_client: redis.Redis,
+) -> None:
+    """The list layer's blocking read ends after ``brpop_timeout`` (5 s) and is read again:
+    with the host configured as copilot_runtime.E008 asks, a follower idle longer than that
+    (a slow model) keeps waiting. With redis-py 8's default 5 s socket timeout this failed
+    with redis's "Timeout reading from ..." at 5 s."""
+    config = {"hosts": [{"address": _redis_url(), "socket_timeout": None}]}
+    with override_settings(CHANNEL_LAYERS={"default": {"BACKEND": REDIS_LISTS, "CONFIG": config}}):
+        layer = get_channel_layer()
+        assert layer.brpop_timeout == 5
+        try:
+            listener = await GroupListener.join(layer, "run.idle")
+            receiving = asyncio.ensure_future(listener.receive())
+            await asyncio.sleep(layer.brpop_timeout + 1.5)
+            assert not receiving.done()
+            await layer.group_send("run.idle", {"type": "run.batch", "n": 1})
+
+            assert await asyncio.wait_for(receiving, 5) == {"type": "run.batch", "n": 1}
+            await listener.leave()
+        finally:
+            await _close(layer)
 
 
 @pytest.mark.parametrize("timeouts", [0, 2], ids=["ended on its last message", "idle first"])

@@ -50,7 +50,9 @@ def layer_settings(backend: str, *, capacity: int = 100) -> dict[str, Any]:
             client.flushdb()
         finally:
             client.close()
-        config["hosts"] = [url]
+        # The list layer's host as copilot_runtime.E008 asks (no socket timeout under its
+        # blocking reads); the pub/sub layer's reads carry their own timeout.
+        config["hosts"] = [{"address": url, "socket_timeout": None} if backend == REDIS else url]
     return {"default": {"BACKEND": backend, "CONFIG": config}}
 
 
