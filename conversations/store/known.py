@@ -64,5 +64,9 @@ class KnownHistories:
         if dropped is not None:
             self._count -= len(dropped.ids)
 
+    def clear(self) -> None:
+        self._known.clear()
+        self._count = 0
+
 
 KNOWN = KnownHistories()

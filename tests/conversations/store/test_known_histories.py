@@ -190,6 +190,17 @@ def test_the_ids_known_are_bounded_least_recently_used_out_first() -> None:
     assert known.get("c") is not None and known.get("e") is not None
 
 
+def test_cleared_nothing_is_known_and_the_whole_bound_is_free_again() -> None:
+    known = KnownHistories(RecentStore(size=4))
+    known.remember("a", KnownHistory(thread_pk=1, version=1, ids=frozenset({"a1", "a2"})))
+    known.remember("b", KnownHistory(thread_pk=2, version=1, ids=frozenset({"b1", "b2"})))
+    known.clear()
+    assert (known.get("a"), known.get("b"), len(known)) == (None, None, 0)
+    known.remember("c", KnownHistory(thread_pk=3, version=1, ids=frozenset({"c1", "c2", "c3"})))
+    known.remember("d", KnownHistory(thread_pk=4, version=1, ids=frozenset({"d1"})))
+    assert known.get("c") is not None and known.get("d") is not None  # 4 ids: both fit
+
+
 async def test_a_turn_whose_write_fails_leaves_what_was_known(
     pg: PgTurnStore, blind_to_active_runs: Callable[[], None]
 ) -> None:
