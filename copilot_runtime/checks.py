@@ -204,7 +204,7 @@ def _host_socket_timeout(host: dict[str, Any], default: float | None) -> float |
         try:
             return parse_url(address).get("socket_timeout", default)
         except ValueError:
-            return default  # a bad address is the layer's own error, at its first use
+            return None  # a bad address is the layer's own error, at its first use
     return default
 
 
@@ -213,21 +213,27 @@ def _list_layer_read_timeouts() -> Iterable[Error]:
     ``brpop_timeout`` (5 s) seconds. A socket timeout not well above it (redis-py 8's default
     is 5 s) ends an idle read with redis's ``TimeoutError`` instead: every websocket consumer and
     run follower idle for 5 s fails (channels_redis issue #422, redis-py issue #4091)."""
-    for alias, layer in (getattr(settings, "CHANNEL_LAYERS", None) or {}).items():
+    layers = getattr(settings, "CHANNEL_LAYERS", None)
+    for alias, layer in (layers if isinstance(layers, dict) else {}).items():
         if not isinstance(layer, dict) or layer.get("BACKEND") != _LIST_LAYER:
             continue
-        from channels_redis.core import RedisChannelLayer
-        from channels_redis.utils import decode_hosts
+        config = layer.get("CONFIG") or {}
+        if not isinstance(config, dict):
+            continue  # the layer's own error, at its first use
+        try:
+            from channels_redis.core import RedisChannelLayer
+            from channels_redis.utils import decode_hosts
 
+            hosts = decode_hosts(config.get("hosts"))
+        except (ImportError, TypeError, ValueError):
+            continue  # the layer's own error, at its first use
         blocking = RedisChannelLayer.brpop_timeout
         default = _redis_default_socket_timeout()
-        try:
-            hosts = decode_hosts((layer.get("CONFIG") or {}).get("hosts"))
-        except (TypeError, ValueError):
-            continue  # the layer's own error, at its first use
         for index, host in enumerate(hosts):
             timeout = _host_socket_timeout(host, default)
-            if timeout is not None and timeout <= 2 * blocking:
+            if not isinstance(timeout, int | float) or isinstance(timeout, bool):
+                continue  # None (no timeout: right), or a value redis-py itself refuses
+            if timeout <= 2 * blocking:
                 yield Error(
                     f"CHANNEL_LAYERS[{alias!r}] host {index} reads Redis with a socket timeout "
                     f"of {timeout} s; the list layer's blocking reads last {blocking} s, so an "
