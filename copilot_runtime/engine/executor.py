@@ -38,7 +38,9 @@ from copilot_runtime.engine.stops import announce_stop
 from copilot_runtime.events import Event, RunError, RunFinished, event_from_payload
 from copilot_runtime.events.request import (
     TurnRequest,
+    turn_request_from_json,
     turn_request_from_payload,
+    turn_request_to_json,
     turn_request_to_payload,
 )
 
@@ -57,17 +59,35 @@ def executor_kind() -> str:
 
 
 def placement_of(
-    prepared: PreparedTurn, request: TurnRequest, *, payload: dict[str, Any] | None = None
+    prepared: PreparedTurn, request: TurnRequest, *, carried: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """What a worker needs to execute a prepared run without reading it back (JSON);
-    ``payload`` is the request's JSON form when it was built already. ``turn_start`` adds
-    ``reply_to``, the group its follower listens on (copilot_runtime/engine/replies.py)."""
+    ``carried`` is the request's part (``request_in_task``) when it was built already.
+    ``turn_start`` adds ``reply_to``, the group its follower listens on
+    (copilot_runtime/engine/replies.py)."""
     return {
         "thread_id": prepared.thread_id,
         "thread_pk": prepared.thread_pk,
         "next_position": prepared.next_position,
-        "request": turn_request_to_payload(request) if payload is None else payload,
+        **(request_in_task(request) if carried is None else carried),
     }
+
+
+def request_in_task(request: TurnRequest) -> dict[str, Any]:
+    """The request's part of a placement: its JSON text (``request_json``), or, for a request
+    holding a value orjson does not write, its payload (``request``, as earlier versions
+    carried every request)."""
+    try:
+        return {"request_json": turn_request_to_json(request)}
+    except TypeError:
+        return {"request": turn_request_to_payload(request)}
+
+
+def request_from_task(placement: dict[str, Any]) -> TurnRequest:
+    text = placement.get("request_json")
+    if text is not None:
+        return turn_request_from_json(text)
+    return turn_request_from_payload(placement["request"])
 
 
 EXECUTE_RUN_TASK = "copilot.execute_run"
@@ -333,7 +353,7 @@ async def run_execute_stored(
             return await run_execute(
                 run_id=run_id,
                 thread_id=prepared.thread_id,
-                request=turn_request_from_payload(placement["request"]),
+                request=request_from_task(placement),
                 prepared=prepared,
                 claim_while_streaming=first_delivery,
             )

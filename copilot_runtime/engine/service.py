@@ -26,6 +26,7 @@ from copilot_runtime.engine.executor import (
     enqueue_run,
     executor_kind,
     placement_of,
+    request_in_task,
     run_cancel,
     start_inline,
     watch_remote,
@@ -42,7 +43,6 @@ from copilot_runtime.events import Event
 from copilot_runtime.events.request import (
     TurnRequest,
     check_turn_request,
-    turn_request_to_payload,
 )
 
 # How long an inline turn's answer waits for its run's first event (``turn_start``).
@@ -130,12 +130,12 @@ class _RunPayload:
     def __init__(self, request: TurnRequest, client_state: dict[str, Any] | None) -> None:
         self._request = request
         self._client_state = client_state
-        self.built: dict[str, Any] | None = None
+        self.carried: dict[str, Any] | None = None
 
     def __call__(self, latest_state: dict[str, Any] | None) -> dict[str, Any] | None:
         _decide_state(self._request, latest_state, self._client_state)
-        self.built = turn_request_to_payload(self._request)
-        return run_request_record(self.built)
+        self.carried = request_in_task(self._request)
+        return run_request_record({"meta_events": self._request.meta_events})
 
 
 def run_request_record(payload: dict[str, Any]) -> dict[str, Any] | None:
@@ -219,7 +219,7 @@ async def _turn_stored(
         return prepared, None
     # The task carries what the worker needs (the request, where the thread's messages
     # continue): it starts the run without reading it back.
-    return prepared, placement_of(prepared, request, payload=run_payload.built)
+    return prepared, placement_of(prepared, request, carried=run_payload.carried)
 
 
 async def turn_start(

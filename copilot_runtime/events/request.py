@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from copilot_runtime.errors import CopilotKitError, ErrorCode
+from copilot_runtime.events.recent import Recent
 
 
 class BadTurnRequest(CopilotKitError):
@@ -38,6 +39,12 @@ class InputMessage:
     # object in every request that re-sends it: checked once, not at every turn. Not part of
     # the message (equality, the worker's payload).
     checked: bool = field(default=False, compare=False, repr=False, metadata={"local": True})
+    # Its JSON form in the worker's request (``turn_request_to_json``), made once per message
+    # object, with the id it was made for (a message the client sent without one is given an
+    # id when its turn is stored). A history message is not changed once parsed.
+    json_form: tuple[str, bytes] | None = field(
+        default=None, compare=False, repr=False, metadata={"local": True}
+    )
 
 
 @dataclass(slots=True)
@@ -110,8 +117,13 @@ def turn_request_to_payload(request: TurnRequest) -> dict[str, Any]:
     the celery shape. The payload shares the request's dicts and lists: it is serialised at
     once, never changed.
     """
-    payload = {name: getattr(request, name) for name in _REQUEST_FIELDS}
+    payload = _payload_but_messages(request)
     payload["messages"] = [_message_payload(message) for message in request.messages]
+    return payload
+
+
+def _payload_but_messages(request: TurnRequest) -> dict[str, Any]:
+    payload = {name: getattr(request, name) for name in _REQUEST_FIELDS if name != "messages"}
     payload["actions"] = [
         {name: getattr(action, name) for name in _ACTION_FIELDS} for action in request.actions
     ]
@@ -127,16 +139,77 @@ def _message_payload(message: InputMessage) -> dict[str, Any]:
     return payload
 
 
+def turn_request_to_json(request: TurnRequest) -> str:
+    """``turn_request_to_payload`` as JSON text, the form a Celery task carries. Each history
+    message is written once per message object, and re-sent ones (the same objects while the
+    history is remembered, copilot_runtime/events/recent.py) are copied in as written: the
+    request's form then costs the new messages, not the thread. As text, the task's decoding
+    (kombu's JSON with its object hook, in the worker's consumer and again in its pool) reads
+    the history as one string instead of building each of its objects twice.
+
+    Raises ``TypeError`` for a value orjson does not write (none that a parsed request holds;
+    an integer over 64 bits put there by a hook): the payload form carries those.
+    """
+    payload = _payload_but_messages(request)
+    payload["messages"] = [orjson.Fragment(_message_json(m)) for m in request.messages]
+    return orjson.dumps(payload).decode()
+
+
+def _message_json(message: InputMessage) -> bytes:
+    cached = message.json_form
+    if cached is not None and cached[0] == message.id:
+        return cached[1]
+    written = orjson.dumps(_message_payload(message))
+    message.json_form = (message.id, written)
+    return written
+
+
+def turn_request_from_json(text: str) -> TurnRequest:
+    """The request a task carries, as ``turn_request_to_json`` wrote it."""
+    return turn_request_from_payload(orjson.loads(text))
+
+
 def turn_request_from_payload(payload: dict[str, Any]) -> TurnRequest:
     data = dict(payload)
-    data["messages"] = [
-        InputMessage(**{**message, "created_at": parse_datetime(message.get("created_at"))})
-        for message in payload["messages"]
-    ]
+    data["messages"] = _messages_from_payload(payload["messages"])
     data["actions"] = [FrontendAction(**action) for action in payload["actions"]]
     data["context"] = [tuple(entry) for entry in payload["context"]]
     data["forwarded"] = ForwardedParameters(**payload["forwarded"])
     return TurnRequest(**data)
+
+
+# The worker's side of a re-sent history: each run's task carries the thread's whole history,
+# and a message equal to one an earlier task carried (in the same process) is that message
+# again, as the web's parsers remember theirs (copilot_runtime/events/recent.py).
+_CARRIED_MESSAGES: Recent[InputMessage] = Recent()
+
+
+def _messages_from_payload(raws: list[dict[str, Any]]) -> list[InputMessage]:
+    known, remembered = _CARRIED_MESSAGES.history_prefix(raws)
+    messages = remembered[:known] + [
+        _CARRIED_MESSAGES.made_from(raw.get("id"), raw, _message_from_payload)
+        if _rememberable(raw)
+        else _message_from_payload(raw)
+        for raw in raws[known:]
+    ]
+    _CARRIED_MESSAGES.keep_history(raws, messages, known=known, rememberable=_rememberable)
+    return messages
+
+
+def _message_from_payload(raw: dict[str, Any]) -> InputMessage:
+    return InputMessage(**{**raw, "created_at": parse_datetime(raw.get("created_at"))})
+
+
+def _rememberable(raw: dict[str, Any]) -> bool:
+    # Equal payloads make equal messages, except where a nested value compares equal across
+    # types (True == 1 in a tool call's arguments or an agent's state): those are made anew.
+    message_id = raw.get("id")
+    return (
+        type(message_id) is str
+        and message_id != ""
+        and raw.get("arguments") is None
+        and raw.get("agent_state") is None
+    )
 
 
 # What the store's columns hold (conversations/models.py): ids and names up to 255 characters,

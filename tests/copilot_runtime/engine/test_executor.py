@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
 import pytest
 import redis
 from celery import Celery
@@ -13,6 +14,7 @@ from celery._state import get_current_app
 from channels.layers import get_channel_layer
 from django.contrib.auth.models import AnonymousUser
 from django.test import override_settings
+from kombu.utils import json as kombu_json
 
 from conversations.models import Run, RunEvent, RunStatus
 from conversations.store import turn_store
@@ -20,6 +22,8 @@ from copilot_runtime.engine import executor, service
 from copilot_runtime.engine.executor import (
     EXECUTE_RUN_TASK,
     enqueue_on_worker,
+    request_from_task,
+    request_in_task,
     run_execute_stored,
     runs_execute_stored,
     watch_remote,
@@ -99,7 +103,9 @@ async def test_the_task_carries_the_request_and_the_run_keeps_only_its_answers(
 ) -> None:
     run_id, placement = await _queued(celery_executor, "kept-answers", answers)
 
-    request = placement["request"]
+    # As JSON text: kombu's decoding reads the history as one string, not object by object.
+    assert "request" not in placement
+    request = orjson.loads(placement["request_json"])
     assert [m["content"] for m in request["messages"]] == ["FAKE: {}"]
     assert request["meta_events"] == answers
     run = await Run.objects.aget(pk=run_id)
@@ -112,10 +118,38 @@ async def test_a_task_of_an_earlier_version_executes_the_request_its_run_stored(
 ) -> None:
     run_id, placement = await _queued(celery_executor, "stored-request", [])
     # Earlier versions stored the whole request on the run, and queued tasks naming the run only.
-    await Run.objects.filter(pk=run_id).aupdate(request_payload=placement["request"])
+    stored = orjson.loads(placement["request_json"])
+    await Run.objects.filter(pk=run_id).aupdate(request_payload=stored)
 
     assert await run_execute_stored(run_id=run_id) == RunStatus.SUCCEEDED
     assert fake_upstream.stats()["requests"] == 1
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_task_carrying_the_requests_payload_executes_it(
+    celery_executor: Celery, fake_upstream: Any
+) -> None:
+    run_id, placement = await _queued(celery_executor, "payload-request", [])
+    # The form earlier versions carried (and this one, for a request orjson cannot write).
+    placement["request"] = orjson.loads(placement.pop("request_json"))
+
+    assert await run_execute_stored(run_id=run_id, placement=placement) == RunStatus.SUCCEEDED
+    assert fake_upstream.stats()["requests"] == 1
+    assert fake_upstream.requests()[-1]["messages"][-1]["content"] == "FAKE: {}"
+
+
+def test_a_request_orjson_cannot_write_travels_as_its_payload() -> None:
+    request = parse_generate_input(
+        generate_data(thread_id="big", messages=[text_input("u1", "hi")]), {}
+    )
+    request.state = {"count": 2**70}  # put there by a hook: no parsed request holds one
+
+    carried = request_in_task(request)
+    # Through the task message, as kombu's JSON writes and reads it.
+    received = kombu_json.loads(kombu_json.dumps(carried))
+
+    assert set(carried) == {"request"}
+    assert request_from_task(received) == request
 
 
 @pytest.mark.django_db(transaction=True)

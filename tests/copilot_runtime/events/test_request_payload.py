@@ -1,4 +1,4 @@
-"""The request's JSON form, stored on a run and carried by its Celery task."""
+"""The request's JSON forms: the payload stored on a run, and the text its Celery task carries."""
 
 from __future__ import annotations
 
@@ -7,13 +7,17 @@ import datetime as dt
 from typing import Any
 
 import orjson
+import pytest
 
+from copilot_runtime.events import request as request_module
 from copilot_runtime.events.request import (
     ForwardedParameters,
     FrontendAction,
     InputMessage,
     TurnRequest,
+    turn_request_from_json,
     turn_request_from_payload,
+    turn_request_to_json,
     turn_request_to_payload,
 )
 
@@ -88,3 +92,89 @@ def test_a_request_without_optional_parts_survives_it_too() -> None:
     carried = orjson.loads(orjson.dumps(turn_request_to_payload(request)))
 
     assert turn_request_from_payload(carried) == request
+
+
+def test_the_tasks_text_holds_what_the_payload_holds() -> None:
+    request = every_field_set()
+
+    text = turn_request_to_json(request)
+
+    assert orjson.loads(text) == orjson.loads(orjson.dumps(turn_request_to_payload(request)))
+    assert turn_request_from_json(text) == request
+
+
+def test_a_message_object_is_written_once_however_many_turns_re_send_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    written: list[str] = []
+    write = request_module._message_payload
+
+    def counting(message: InputMessage) -> dict[str, Any]:
+        written.append(message.id)
+        return write(message)
+
+    monkeypatch.setattr(request_module, "_message_payload", counting)
+    first = every_field_set()
+    new = InputMessage(id="m6", kind="text", role="user", content="and tomorrow?")
+    # The next turn re-sends the same message objects (remembered by the web), and a new one.
+    second = dataclasses.replace(first, messages=[*first.messages, new])
+
+    first_text = turn_request_to_json(first)
+    second_text = turn_request_to_json(second)
+
+    assert written == ["m1", "m2", "m3", "m4", "m5", "m6"]
+    assert turn_request_from_json(first_text) == first
+    assert turn_request_from_json(second_text) == second
+
+
+def test_a_message_given_its_id_after_it_was_written_is_written_again() -> None:
+    # A client may send a message without an id; storing its turn gives it one.
+    message = InputMessage(id="", kind="text", role="user", content="hi")
+    request = TurnRequest(thread_id="t1", messages=[message])
+    turn_request_to_json(request)
+
+    message.id = "ck-minted"
+
+    assert turn_request_from_json(turn_request_to_json(request)).messages[0].id == "ck-minted"
+
+
+def test_a_messages_written_form_is_no_part_of_it() -> None:
+    request = every_field_set()
+    turn_request_to_json(request)
+
+    assert request == every_field_set()
+    assert "json_form" not in turn_request_to_payload(request)["messages"][0]
+    assert "json_form" not in orjson.loads(turn_request_to_json(request))["messages"][0]
+
+
+def test_a_value_orjson_cannot_write_is_refused_for_the_payload_form_to_carry() -> None:
+    request = every_field_set()
+    request.state = {"count": 2**70}  # put there by a hook: no parsed request holds one
+
+    with pytest.raises(TypeError):
+        turn_request_to_json(request)
+
+
+def test_a_history_carried_again_is_made_of_the_same_messages() -> None:
+    first = every_field_set()
+    new = InputMessage(id="m6", kind="text", role="user", content="and tomorrow?")
+    second = dataclasses.replace(first, messages=[*first.messages, new])
+
+    made_first = turn_request_from_json(turn_request_to_json(first)).messages
+    made_second = turn_request_from_json(turn_request_to_json(second)).messages
+
+    assert made_second == second.messages
+    # The worker makes a re-sent message once. Those holding nested values (a tool call's
+    # arguments, an agent's state) are made anew: True and 1 compare equal inside them.
+    same = [a is b for a, b in zip(made_first, made_second, strict=False)]
+    assert same == [True, False, True, True, False]
+
+
+def test_a_message_carried_again_with_another_content_is_made_anew() -> None:
+    def carried(content: str) -> InputMessage:
+        message = InputMessage(id="m1", kind="text", role="user", content=content)
+        request = TurnRequest(thread_id="t1", messages=[message])
+        return turn_request_from_json(turn_request_to_json(request)).messages[0]
+
+    assert carried("hi").content == "hi"
+    assert carried("edited").content == "edited"
