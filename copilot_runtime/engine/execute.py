@@ -37,7 +37,7 @@ from copilot_runtime.engine.relay import announce_batch
 from copilot_runtime.engine.stops import stops_for_loop
 from copilot_runtime.errors import CopilotKitError
 from copilot_runtime.events import Event, RunError, RunFinished
-from copilot_runtime.events.request import TurnRequest
+from copilot_runtime.events.request import TurnRequest, message_for_hooks
 from copilot_runtime.guardrails.errors import interrupted_message_reason, is_denial
 from copilot_runtime.guardrails.gate import ServerActionCheck, run_guarded
 from copilot_runtime.tracing.tracer import RunTracer
@@ -505,7 +505,7 @@ async def run_execute(
         RequestHookContext(
             thread_id=thread_id,
             run_id=run_id,
-            input_messages=[dataclasses.asdict(m) for m in request.messages],
+            input_messages=[message_for_hooks(m) for m in request.messages],
             properties=request.properties,
             url=request.frontend_url,
             output_messages=[dataclasses.asdict(m) for m in recorder.output],

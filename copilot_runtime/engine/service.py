@@ -7,7 +7,6 @@ call ``turn_start`` and then watch the run; they never touch the engine directly
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ from copilot_runtime.events import Event
 from copilot_runtime.events.request import (
     TurnRequest,
     check_turn_request,
+    message_for_hooks,
 )
 
 # How long an inline turn's answer waits for its run's first event (``turn_start``).
@@ -254,7 +254,7 @@ async def turn_start(
                 RequestHookContext(
                     thread_id=prepared.thread_id,
                     run_id=prepared.run_id,
-                    input_messages=[dataclasses.asdict(m) for m in request.messages],
+                    input_messages=[message_for_hooks(m) for m in request.messages],
                     properties=request.properties,
                     url=request.frontend_url,
                 )

@@ -5,6 +5,7 @@ engine, the guardrails and the store read, and its JSON form for the worker that
 from __future__ import annotations
 
 import contextlib
+import copy
 import datetime as dt
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -137,6 +138,12 @@ def _message_payload(message: InputMessage) -> dict[str, Any]:
     created = message.created_at
     payload["created_at"] = created.isoformat() if created else None
     return payload
+
+
+def message_for_hooks(message: InputMessage) -> dict[str, Any]:
+    """The message as the request hooks receive it (``RequestHookContext.input_messages``): a
+    copy of its fields, without this process's own notes on it (``checked``, ``json_form``)."""
+    return {name: copy.deepcopy(getattr(message, name)) for name in _MESSAGE_FIELDS}
 
 
 def turn_request_to_json(request: TurnRequest) -> str:

@@ -33,6 +33,7 @@ from copilot_runtime.engine.relay import run_group
 from copilot_runtime.engine.replies import replies_for_loop
 from copilot_runtime.engine.service import turn_prepare, turn_start
 from copilot_runtime.errors import CopilotKitError
+from copilot_runtime.events.request import turn_request_to_payload
 from copilot_runtime.graphql.turn_input import parse_generate_input
 from tests.support.generate_e2e import generate_data, runtime_settings, text_input
 from tests.support.redis_broker import redis_test_url
@@ -243,9 +244,11 @@ async def test_a_run_is_queued_only_once_the_before_request_hook_lets_it_through
     queue = current_redis_app.conf.task_default_queue
     broker = redis.Redis.from_url(redis_test_url())
     queued_while_hooked: list[int] = []
+    fields_seen: list[set[str]] = []
 
     def hook(context: RequestHookContext) -> None:
         queued_while_hooked.append(broker.llen(queue))
+        fields_seen.extend(set(message) for message in context.input_messages)
         if context.properties.get("refuse"):
             raise RuntimeError("refused by the test's hook")
 
@@ -263,6 +266,8 @@ async def test_a_run_is_queued_only_once_the_before_request_hook_lets_it_through
                 )
                 started.detach()
         assert queued_while_hooked == [0]
+        # The message's own fields: not what this process noted on it (its task's JSON).
+        assert fields_seen == [set(turn_request_to_payload(request)["messages"][0])]
         assert broker.llen(queue) == (0 if refused else 1)
         run = await Run.objects.aget(thread__thread_id=f"hooked-{refused}")
         expected = (RunStatus.FAILED, "BEFORE_REQUEST_HOOK_FAILED")

@@ -15,6 +15,7 @@ from copilot_runtime.events.request import (
     FrontendAction,
     InputMessage,
     TurnRequest,
+    message_for_hooks,
     turn_request_from_json,
     turn_request_from_payload,
     turn_request_to_json,
@@ -178,3 +179,18 @@ def test_a_message_carried_again_with_another_content_is_made_anew() -> None:
 
     assert carried("hi").content == "hi"
     assert carried("edited").content == "edited"
+
+
+def test_the_hooks_see_a_messages_fields_without_this_processs_notes_on_it() -> None:
+    request = every_field_set()
+    turn_request_to_json(request)  # what a celery turn does before its hook is called
+    message = request.messages[1]
+    expected = dataclasses.asdict(message)
+    del expected["checked"], expected["json_form"]
+
+    seen = message_for_hooks(message)
+
+    assert seen == expected
+    # A copy: a hook that changes it leaves the message (shared by later turns) alone.
+    seen["arguments"]["city"] = "Bergen"
+    assert message.arguments == {"city": "Oslo", "days": [1, 2]}
