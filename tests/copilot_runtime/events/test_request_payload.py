@@ -194,3 +194,16 @@ def test_the_hooks_see_a_messages_fields_without_this_processs_notes_on_it() -> 
     # A copy: a hook that changes it leaves the message (shared by later turns) alone.
     seen["arguments"]["city"] = "Bergen"
     assert message.arguments == {"city": "Oslo", "days": [1, 2]}
+
+
+def test_a_tool_call_whose_arguments_only_compare_equal_is_made_anew() -> None:
+    def carried(value: object) -> InputMessage:
+        call = InputMessage(
+            id="call-1", kind="action_execution", action_name="flag", arguments={"on": value}
+        )
+        request = TurnRequest(thread_id="t1", messages=[call])
+        return turn_request_from_json(turn_request_to_json(request)).messages[0]
+
+    assert carried(1).arguments == {"on": 1}
+    # {"on": True} == {"on": 1} in Python: a remembered call would hand back the 1.
+    assert carried(True).arguments["on"] is True
