@@ -182,8 +182,23 @@ class _Flusher:
         # else (inline, the first token's time too) is written and announced with what the
         # loop's other runs hand over meanwhile.
         alone = self._first_token_at_once and batch.first_token_at is not None
+        announced = False
         try:
-            if alone:
+            if alone and outcome is None:
+                # ... and announced before it is written: the followers wait for nothing else
+                # (a write's round trip off a relayed run's first token), and the run's next
+                # write comes after this one either way. A follower that misses it finds it in
+                # the log, as every later announcement follows this write's commit; a write
+                # that fails is announced again with its retry (followers skip what they
+                # had). Never the run's end: a client told of it may send its next turn at
+                # once. (Begun at the same time, the write's own work before it waits on the
+                # database took the loop first, and the announcement was no earlier.)
+                await announce_batch(self._recorder.run_id, batch.events)
+                announced = True
+                await self._store.record(
+                    run_id=self._recorder.run_id, thread_pk=self._thread_pk, progress=progress
+                )
+            elif alone:
                 await self._store.record(
                     run_id=self._recorder.run_id, thread_pk=self._thread_pk, progress=progress
                 )
@@ -208,6 +223,8 @@ class _Flusher:
             await self._store.record(
                 run_id=self._recorder.run_id, thread_pk=self._thread_pk, progress=progress
             )
+        if announced:
+            return
         # Logged (and committed) first, announced second: a follower can always catch up.
         await announce_batch(self._recorder.run_id, batch.events)
 

@@ -160,3 +160,52 @@ async def test_the_runs_finish_is_written_and_announced_only_with_its_end(
     finishing = [has_outcome for types, has_outcome in entries if "run_finished" in types]
     assert finishing == [True], entries
     assert (await _logged_types(run_id))[-1] == "run_finished"
+
+
+async def test_the_first_token_is_announced_before_it_is_written_and_the_end_after(
+    fake_upstream: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The followers of a relayed run wait for its first token alone: its batch is told
+    # before the database's round trip, not after. The run's end is told only once it is
+    # written (a client told of it may send its next turn at once).
+    from copilot_runtime.engine import execute as execute_module
+    from copilot_runtime.engine import log_writer as log_writer_module
+
+    steps: list[tuple[str, list[str]]] = []
+    announce_batch = execute_module.announce_batch
+
+    async def announcing(run_id: str, events: Any) -> None:
+        steps.append(("announced", [event.type for event in events]))
+        await announce_batch(run_id, events)
+
+    announce_batches = log_writer_module.announce_batches
+
+    async def announcing_many(batches: Any) -> None:
+        for _, events in batches:
+            steps.append(("announced", [event.type for event in events]))
+        await announce_batches(batches)
+
+    store_class = type(turn_store())
+    record_many = store_class.record_many
+
+    async def recording(self: Any, *, entries: Any) -> None:
+        for entry in entries:
+            steps.append(("written", [event.type for event in entry.progress.events]))
+        await record_many(self, entries=entries)
+
+    monkeypatch.setattr(execute_module, "announce_batch", announcing)
+    monkeypatch.setattr(log_writer_module, "announce_batches", announcing_many)
+    monkeypatch.setattr(store_class, "record_many", recording)
+    # Tokens 50 ms apart and a long interval: the first token's batch goes alone, the rest
+    # with the run's end.
+    await _execute_as_a_worker(fake_upstream, tokens=3, delay_ms=50, flush_ms=2000)
+
+    first = next(i for i, (_, types) in enumerate(steps) if TEXT_DELTA in types)
+    assert steps[first][0] == "announced", steps
+    assert steps[first + 1] == ("written", steps[first][1]), steps
+    end = next(i for i, (_, types) in enumerate(steps) if "run_finished" in types)
+    assert steps[end][0] == "written", steps
+    assert steps[end + 1] == ("announced", steps[end][1]), steps
+    assert [types for step, types in steps if step == "announced"] == [
+        types for step, types in steps if step == "written"
+    ]  # every batch told once, and each written once
