@@ -226,6 +226,11 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": int(os.environ.get("CELERY_VISIBILITY_TIMEOUT", "3600")),
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) and ";" not in CELERY_BROKER_URL:
+    # kombu's Redis transport with less work per task message (copilot_runtime/broker.py),
+    # named here and loaded by kombu: a process that queues nothing never imports it. Not for
+    # failover lists (";") or Sentinel: kombu's own transports.
+    CELERY_BROKER_TRANSPORT = "copilot_runtime.broker:Transport"
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BEAT_SCHEDULE = {
     # Fail runs whose worker died, even when nobody is watching them.

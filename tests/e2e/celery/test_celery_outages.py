@@ -51,7 +51,7 @@ def test_a_redis_restart_between_runs_needs_no_restart_of_web_or_worker(
     server, worker = celery_stack(dedicated_redis.url)
     before = one_turn(server.url, "redis-restart-before", "Before the restart.")
     assert before["final"]["status"]["code"] == "Success"
-    connects = worker.log_text().count("Connected to redis://")
+    connects = worker.log_text().count("Connected to ")
 
     dedicated_redis.restart()
     # Right away, while the worker is still reconnecting (Celery retries every 2 s): the run
@@ -68,7 +68,7 @@ def test_a_redis_restart_between_runs_needs_no_restart_of_web_or_worker(
         assert joined_content(reply) == f"Answer {index} after the restart."
         assert finished_run(after["final"]["runId"]).status == RunStatus.SUCCEEDED
     # The worker reconnected on its own; nothing was restarted.
-    assert worker.log_text().count("Connected to redis://") > connects
+    assert worker.log_text().count("Connected to ") > connects
     assert worker.process.poll() is None and server.process.poll() is None
     assert httpx.get(f"{server.url}/readyz", timeout=5).status_code == 200
 

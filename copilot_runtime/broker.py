@@ -1,0 +1,130 @@
+"""kombu's Redis transport, with less work for each task message a worker receives.
+
+A Celery worker's consumer thread handles every run's task message on its way to the run: it
+decodes the message, records it as unacknowledged (kombu's emulation of acknowledgements on
+Redis: the whole message written to a hash, so that a lost worker's runs are delivered
+again), and later removes that record. On this transport, as kombu 5.6 ships it:
+
+- each record and each removal builds a new redis-py client (about 100 µs in redis-py 8,
+  which fills a table of its reply callbacks for every client: redis/redis-py#3624);
+- the message is decoded, then written again for its record, with the standard library's
+  JSON: about 0.2 ms each for a message carrying a 40-message history.
+
+Here one client serves a channel's records and removals (a redis-py client is safe to share
+across threads: each command takes a connection from the pool), and a message of plain JSON
+is read and written with orjson. A message holding kombu's own marked types (``__type__``:
+dates, UUIDs, decimals a task put in its headers) is read and written by kombu's JSON as
+before. The record is the same JSON value either way: kombu reads it back to deliver the
+message again (tests/copilot_runtime/test_broker.py, on a real Redis).
+
+The standalone site sets it as Celery's ``broker_transport`` for a single ``redis://`` or
+``rediss://`` broker (copilot_runtime/settings.py); a host project may set the same. It reaches
+into the transport's own methods, pinned with kombu in requirements.lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import orjson
+from kombu.transport import redis as kombu_redis
+from kombu.utils.json import dumps as kombu_dumps
+from kombu.utils.json import loads as kombu_loads
+
+# kombu's JSON marks the values plain JSON cannot hold as {"__type__": ..., "__value__": ...}.
+_MARKED = b'"__type__"'
+
+
+class PlainMessage(dict[str, Any]):
+    """A message read with orjson: JSON's own types only, so orjson writes it back alike."""
+
+
+def message_from_bytes(data: bytes) -> dict[str, Any]:
+    """A task message as kombu's JSON reads it."""
+    if _MARKED not in data:
+        try:
+            message = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass  # what only the standard library reads (NaN, lone surrogates)
+        else:
+            if type(message) is dict and _exact(message):
+                return PlainMessage(message)
+    return kombu_loads(data.decode())
+
+
+# orjson reads an integer beyond 64 bits as a float; the standard library keeps it exact.
+_INEXACT = float(2**63)
+
+
+def _exact(value: Any) -> bool:
+    """Whether orjson read ``value`` as the standard library would: no float that may have
+    been a longer integer (the envelope's few numbers; its body is one string)."""
+    if type(value) is float:
+        return abs(value) < _INEXACT
+    if type(value) is dict:
+        return all(_exact(item) for item in value.values())
+    if type(value) is list:
+        return all(_exact(item) for item in value)
+    return True
+
+
+def record_json(raw: dict[str, Any], exchange: str, routing_key: str) -> bytes | str:
+    """The unacknowledged record of a message: the JSON kombu's QoS writes, read back alike."""
+    if type(raw) is PlainMessage:
+        return orjson.dumps([raw, exchange, routing_key])
+    return kombu_dumps([raw, exchange, routing_key])
+
+
+class QoS(kombu_redis.QoS):
+    def append(self, message: Any, delivery_tag: str) -> None:
+        delivery = message.delivery_info
+        record = record_json(message._raw, delivery["exchange"], delivery["routing_key"])
+        with self.pipe_or_acquire() as pipe:
+            pipe.zadd(self.unacked_index_key, {delivery_tag: kombu_redis.time()}).hset(
+                self.unacked_key, delivery_tag, record
+            ).execute()
+        # The virtual QoS's own bookkeeping (kombu's Redis QoS calls it the same way).
+        kombu_redis.virtual.QoS.append(self, message, delivery_tag)
+
+
+class Channel(kombu_redis.Channel):
+    QoS = QoS
+    _shared_client: Any = None
+
+    @contextmanager
+    def conn_or_acquire(self, client: Any = None) -> Iterator[Any]:
+        if client:
+            yield client
+            return
+        shared = self._shared_client
+        # A new pool (kombu drops its pools on a connection error) gets a client of its own.
+        if shared is None or shared.connection_pool is not self.pool:
+            shared = self._shared_client = self._create_client()
+        yield shared
+
+    def _brpop_read(self, **options: Any) -> bool:
+        # kombu's own, but for the message's decoding (``message_from_bytes``).
+        try:
+            try:
+                dest__item = self.client.parse_response(self.client.connection, "BRPOP", **options)
+            except self.connection_errors:
+                # As kombu does: the next iteration connects again.
+                self.client.connection.disconnect()
+                raise
+            if dest__item:
+                dest, item = dest__item
+                dest = kombu_redis.bytes_to_str(dest).rsplit(self.sep, 1)[0]
+                self._queue_cycle.rotate(dest)
+                if isinstance(item, str):
+                    item = item.encode()
+                self.connection._deliver(message_from_bytes(item), dest)
+                return True
+            raise kombu_redis.Empty()
+        finally:
+            self._in_poll = None
+
+
+class Transport(kombu_redis.Transport):
+    Channel = Channel

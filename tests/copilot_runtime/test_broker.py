@@ -1,0 +1,239 @@
+"""The worker's Redis transport (copilot_runtime/broker.py), on the suite's real Redis: it
+delivers, records, acknowledges and delivers again exactly as kombu's own transport does,
+with one client for its records and the JSON read once by orjson."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from kombu import Connection, Consumer, Queue
+from kombu.transport import redis as kombu_redis
+from kombu.utils.json import dumps as kombu_dumps
+from kombu.utils.json import loads as kombu_loads
+
+from copilot_runtime import broker
+from tests.support.redis_broker import redis_test_url
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT = 5.0
+
+
+@pytest.fixture
+def queue_name() -> Iterator[str]:
+    """A queue of its own, whose unacknowledged records are kept under keys of its own."""
+    name = f"broker-test-{uuid.uuid4().hex}"
+    yield name
+    client = _redis()
+    try:
+        client.delete(name, *_record_keys(name).values())
+    finally:
+        client.close()
+
+
+def _record_keys(queue: str) -> dict[str, str]:
+    return {
+        "unacked_key": f"{queue}-unacked",
+        "unacked_index_key": f"{queue}-unacked-index",
+        "unacked_mutex_key": f"{queue}-unacked-mutex",
+    }
+
+
+def _redis() -> redis.Redis:
+    return redis.Redis.from_url(redis_test_url())
+
+
+def _message(queue: str, body: Any, *, headers: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A message as kombu's producer writes it onto a queue's list (a task message's shape)."""
+    return {
+        "body": base64.b64encode(json.dumps(body).encode()).decode(),
+        "content-encoding": "utf-8",
+        "content-type": "application/json",
+        "headers": headers or {"task": "copilot.execute_run", "id": str(uuid.uuid4())},
+        "properties": {
+            "delivery_mode": 2,
+            "delivery_info": {"exchange": "", "routing_key": queue},
+            "priority": 0,
+            "body_encoding": "base64",
+            "delivery_tag": str(uuid.uuid4()),
+        },
+    }
+
+
+def _push(queue: str, message: dict[str, Any]) -> None:
+    client = _redis()
+    try:
+        client.lpush(queue, kombu_dumps(message))
+    finally:
+        client.close()
+
+
+def _receive(connection: Connection, queue: str) -> Any:
+    """One message from ``queue``, unacknowledged, through the transport's BRPOP."""
+    received: list[Any] = []
+    consumer = Consumer(
+        connection.default_channel,
+        queues=[Queue(queue, no_declare=True)],
+        callbacks=[lambda _body, message: received.append(message)],
+        accept=["json"],
+    )
+    with consumer:
+        connection.drain_events(timeout=TIMEOUT)
+    assert len(received) == 1
+    return received[0]
+
+
+def _record(queue: str, tag: str) -> Any:
+    client = _redis()
+    try:
+        raw = client.hget(_record_keys(queue)["unacked_key"], tag)
+    finally:
+        client.close()
+    return None if raw is None else kombu_loads(raw.decode())
+
+
+def _connection(queue: str, transport: type = broker.Transport) -> Connection:
+    return Connection(redis_test_url(), transport=transport, transport_options=_record_keys(queue))
+
+
+@pytest.mark.parametrize("transport", [broker.Transport, kombu_redis.Transport])
+def test_a_message_is_delivered_and_recorded_as_kombus_own_transport_does(
+    queue_name: str, transport: type
+) -> None:
+    pushed = _message(queue_name, {"run": "r1", "history": ["x" * 5000]})
+    _push(queue_name, pushed)
+    with _connection(queue_name, transport) as connection:
+        message = _receive(connection, queue_name)
+        assert message.decode() == {"run": "r1", "history": ["x" * 5000]}
+        assert message.headers == pushed["headers"]
+        tag = message.delivery_tag
+        # The unacknowledged record: what kombu reads to deliver the message again.
+        assert _record(queue_name, tag) == [pushed, "", queue_name]
+        message.ack()
+        assert _record(queue_name, tag) is None
+
+
+def test_a_message_holding_kombus_marked_types_keeps_them(queue_name: str) -> None:
+    when = dt.datetime(2026, 11, 28, 7, 30, tzinfo=dt.UTC)
+    ident = uuid.uuid4()
+    pushed = _message(
+        queue_name, {"run": "r2"}, headers={"task": "t", "id": "i", "when": when, "who": ident}
+    )
+    _push(queue_name, pushed)
+    with _connection(queue_name) as connection:
+        message = _receive(connection, queue_name)
+        assert message.headers["when"] == when
+        assert message.headers["who"] == ident
+        assert _record(queue_name, message.delivery_tag) == [pushed, "", queue_name]
+        message.ack()
+
+
+def test_a_rejected_message_is_delivered_again_from_its_record(queue_name: str) -> None:
+    pushed = _message(queue_name, {"run": "r3"})
+    _push(queue_name, pushed)
+    with _connection(queue_name) as connection:
+        first = _receive(connection, queue_name)
+        first.requeue()
+        again = _receive(connection, queue_name)
+        assert again.decode() == {"run": "r3"}
+        assert again.headers == {**pushed["headers"], "redelivered": True}
+        again.ack()
+
+
+def test_a_stopping_consumers_unacknowledged_message_is_delivered_again(queue_name: str) -> None:
+    # As at a worker's warm shutdown: what it had not acknowledged goes back on the queue.
+    pushed = _message(queue_name, {"run": "r4"})
+    _push(queue_name, pushed)
+    with _connection(queue_name) as connection:
+        message = _receive(connection, queue_name)
+        assert not message.delivery_info.get("redelivered")
+    with _connection(queue_name) as connection:
+        again = _receive(connection, queue_name)
+        assert again.decode() == {"run": "r4"}
+        assert again.delivery_info.get("redelivered") is True
+        again.ack()
+
+
+def test_the_records_and_acknowledgements_share_one_client(
+    queue_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built: list[bool] = []
+    create = broker.Channel._create_client
+
+    def counting(self: Any, asynchronous: bool = False) -> Any:
+        built.append(asynchronous)
+        return create(self, asynchronous=asynchronous)
+
+    monkeypatch.setattr(broker.Channel, "_create_client", counting)
+    for index in range(5):
+        _push(queue_name, _message(queue_name, {"run": index}))
+    with _connection(queue_name) as connection:
+        for index in range(5):
+            message = _receive(connection, queue_name)
+            assert message.decode() == {"run": index}
+            message.ack()
+    # One client for BRPOP (kombu's own, cached) and one for the records, not two per message.
+    assert built.count(False) == 1, built
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(b'{"n": 123456789012345678901234567890}', id="an-integer-past-64-bits"),
+        pytest.param(b'{"n": NaN}', id="nan"),
+        pytest.param(b'{"n": {"__type__": "bytes", "__value__": "aGk="}}', id="marked"),
+    ],
+)
+def test_what_orjson_would_read_otherwise_is_read_by_kombu(data: bytes) -> None:
+    message = broker.message_from_bytes(data)
+    assert type(message) is dict
+    assert repr(message) == repr(kombu_loads(data.decode()))
+    assert broker.record_json(message, "", "q") == kombu_dumps([message, "", "q"])
+
+
+def test_plain_json_is_read_by_orjson_and_written_back_alike() -> None:
+    data = kombu_dumps(_message("q", {"a": [1, 2.5, None, True, "é"]})).encode()
+    message = broker.message_from_bytes(data)
+    assert type(message) is broker.PlainMessage
+    assert message == kombu_loads(data.decode())
+    assert kombu_loads(broker.record_json(message, "", "q")) == [message, "", "q"]
+
+
+def _settings_transport(**env: str) -> str:
+    code = (
+        "import copilot_runtime.settings as s; print(getattr(s, 'CELERY_BROKER_TRANSPORT', None))"
+    )
+    base = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in {"REDIS_URL", "CELERY_BROKER_URL"}
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO_ROOT,
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return result.stdout.strip()
+
+
+def test_the_site_uses_it_for_a_single_redis_broker_only() -> None:
+    transport = "copilot_runtime.broker:Transport"
+    assert _settings_transport(REDIS_URL="redis://127.0.0.1:6379/0") == transport
+    assert _settings_transport(CELERY_BROKER_URL="rediss://cache.example:6380/0") == transport
+    assert _settings_transport(CELERY_BROKER_URL="redis://a:1/0;redis://b:1/0") == "None"
+    assert _settings_transport(CELERY_BROKER_URL="sentinel://a:26379") == "None"
+    assert _settings_transport() == "None"
