@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 import redis
 from kombu import Connection, Consumer, Queue
+from kombu.serialization import loads as kombu_serialization_loads
+from kombu.serialization import registry
 from kombu.transport import redis as kombu_redis
 from kombu.utils.json import dumps as kombu_dumps
 from kombu.utils.json import loads as kombu_loads
@@ -27,6 +29,17 @@ from tests.support.redis_broker import redis_test_url
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 5.0
+
+
+@pytest.fixture(autouse=True)
+def kombus_own_json_afterwards() -> Iterator[None]:
+    """A transport made here registers its JSON decoder for the whole process: the suite's
+    other tests get kombu's own back."""
+    decoder = registry._decoders["application/json"]
+    encoder = registry._encoders["json"]
+    yield
+    registry._decoders["application/json"] = decoder
+    registry._encoders["json"] = encoder
 
 
 @pytest.fixture
@@ -237,3 +250,30 @@ def test_the_site_uses_it_for_a_single_redis_broker_only() -> None:
     assert _settings_transport(CELERY_BROKER_URL="redis://a:1/0;redis://b:1/0") == "None"
     assert _settings_transport(CELERY_BROKER_URL="sentinel://a:26379") == "None"
     assert _settings_transport() == "None"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(b'[["run-1", {"request_json": "{\\"messages\\": []}"}], {}, {}]', id="a-body"),
+        pytest.param('[1, 2.5, "\u00e9", null]', id="text"),
+        pytest.param(bytearray(b'{"a": [true, false]}'), id="bytearray"),
+        pytest.param(memoryview(b'{"a": -0.0}'), id="memoryview"),
+        pytest.param(b'{"n": 123456789012345678901234567890}', id="an-integer-past-64-bits"),
+        pytest.param(b"[NaN, Infinity]", id="nan"),
+        pytest.param(b'{"d": {"__type__": "decimal", "__value__": "1.10"}}', id="marked"),
+    ],
+)
+def test_a_body_decodes_as_kombus_json_decodes_it(data: Any) -> None:
+    expected = kombu_loads(bytes(data) if isinstance(data, bytearray | memoryview) else data)
+    decoded = broker.json_loads(data)
+    assert repr(decoded) == repr(expected)
+
+
+def test_a_process_on_this_transport_decodes_task_bodies_with_it() -> None:
+    assert registry._decoders["application/json"] is not broker.json_loads
+    broker.Transport(client=Connection(redis_test_url(), transport=broker.Transport))
+    assert registry._decoders["application/json"] is broker.json_loads
+    body = kombu_dumps([["r1", {"thread_pk": 7, "request_json": '{"messages": []}'}], {}, {}])
+    decoded = kombu_serialization_loads(body.encode(), "application/json", "utf-8")
+    assert decoded == [["r1", {"thread_pk": 7, "request_json": '{"messages": []}'}], {}, {}]
