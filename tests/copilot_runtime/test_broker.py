@@ -7,12 +7,8 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
-import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,7 +23,6 @@ from kombu.utils.json import loads as kombu_loads
 from copilot_runtime import broker
 from tests.support.redis_broker import redis_test_url
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 5.0
 
 
@@ -220,36 +215,6 @@ def test_plain_json_is_read_by_orjson_and_written_back_alike() -> None:
     assert type(message) is broker.PlainMessage
     assert message == kombu_loads(data.decode())
     assert kombu_loads(broker.record_json(message, "", "q")) == [message, "", "q"]
-
-
-def _settings_transport(**env: str) -> str:
-    code = (
-        "import copilot_runtime.settings as s; print(getattr(s, 'CELERY_BROKER_TRANSPORT', None))"
-    )
-    base = {
-        name: value
-        for name, value in os.environ.items()
-        if name not in {"REDIS_URL", "CELERY_BROKER_URL"}
-    }
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO_ROOT,
-        env={**base, **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return result.stdout.strip()
-
-
-def test_the_site_uses_it_for_a_single_redis_broker_only() -> None:
-    transport = "copilot_runtime.broker:Transport"
-    assert _settings_transport(REDIS_URL="redis://127.0.0.1:6379/0") == transport
-    assert _settings_transport(CELERY_BROKER_URL="rediss://cache.example:6380/0") == transport
-    assert _settings_transport(CELERY_BROKER_URL="redis://a:1/0;redis://b:1/0") == "None"
-    assert _settings_transport(CELERY_BROKER_URL="sentinel://a:26379") == "None"
-    assert _settings_transport() == "None"
 
 
 @pytest.mark.parametrize(

@@ -18,15 +18,15 @@ PROBE = (
 OWN_SECRET_KEY = "a-long-random-secret-key-of-our-own-0123456789"
 
 
-def import_settings(**env: str) -> subprocess.CompletedProcess[str]:
+def import_settings(probe: str = PROBE, **env: str) -> subprocess.CompletedProcess[str]:
     base = {
         name: value
         for name, value in os.environ.items()
-        if name not in {"ENVIRONMENT", "DEBUG", "SECRET_KEY"}
+        if name not in {"ENVIRONMENT", "DEBUG", "SECRET_KEY", "REDIS_URL", "CELERY_BROKER_URL"}
         and not name.startswith("COPILOT_RUNTIME_")
     }
     return subprocess.run(
-        [sys.executable, "-c", PROBE],
+        [sys.executable, "-c", probe],
         cwd=REPO_ROOT,
         env={**base, **env},
         capture_output=True,
@@ -119,3 +119,22 @@ def test_check_deploy_is_clean_in_the_documented_production_configuration() -> N
     warned = manage("check", "--deploy", "--fail-level", "WARNING", **bare)
     assert warned.returncode != 0
     assert "security.W004" in warned.stderr + warned.stdout
+
+
+def test_a_single_redis_broker_gets_the_workers_transport() -> None:
+    # copilot_runtime/broker.py; failover lists and Sentinel keep kombu's own transports.
+    probe = (
+        "import copilot_runtime.settings as s; print(getattr(s, 'CELERY_BROKER_TRANSPORT', None))"
+    )
+
+    def transport(**env: str) -> str:
+        result = import_settings(probe, **env)
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip()
+
+    ours = "copilot_runtime.broker:Transport"
+    assert transport(REDIS_URL="redis://127.0.0.1:6379/0") == ours
+    assert transport(CELERY_BROKER_URL="rediss://cache.example:6380/0") == ours
+    assert transport(CELERY_BROKER_URL="redis://a:1/0;redis://b:1/0") == "None"
+    assert transport(CELERY_BROKER_URL="sentinel://a:26379") == "None"
+    assert transport() == "None"
