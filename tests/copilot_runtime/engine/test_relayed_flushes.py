@@ -209,3 +209,43 @@ async def test_the_first_token_is_announced_before_it_is_written_and_the_end_aft
     assert [types for step, types in steps if step == "announced"] == [
         types for step, types in steps if step == "written"
     ]  # every batch told once, and each written once
+
+
+async def test_a_first_token_whose_write_fails_is_written_and_told_again_with_the_next(
+    fake_upstream: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Announced before its write, the first token has reached the followers when the
+    # database refuses it: the batch is kept, written ahead of the next one and announced
+    # again (followers skip the sequence numbers they had), and the log ends whole.
+    from copilot_runtime.engine import execute as execute_module
+
+    announced: list[list[int]] = []
+    announce_batch = execute_module.announce_batch
+
+    async def announcing(run_id: str, events: Any) -> None:
+        announced.append([event.seq for event in events])
+        await announce_batch(run_id, events)
+
+    store_class = type(turn_store())
+    record_many = store_class.record_many
+    refused: list[list[str]] = []
+
+    async def refusing_the_first_token_once(self: Any, *, entries: Any) -> None:
+        types = [event.type for entry in entries for event in entry.progress.events]
+        if TEXT_DELTA in types and not refused:
+            refused.append(types)
+            raise RuntimeError("the database hiccuped")
+        await record_many(self, entries=entries)
+
+    monkeypatch.setattr(execute_module, "announce_batch", announcing)
+    monkeypatch.setattr(store_class, "record_many", refusing_the_first_token_once)
+    run_id = await _execute_as_a_worker(fake_upstream, tokens=3, delay_ms=50, flush_ms=2000)
+
+    assert refused, "the first token's write was never refused"
+    first_token_seqs = announced[0]
+    assert announced.count(first_token_seqs) == 2, announced  # before the write, and with its retry
+    rows = RunEvent.objects.filter(run_id=run_id).order_by("seq").values_list("seq", flat=True)
+    seqs = [seq async for seq in rows]
+    assert seqs == list(range(1, len(seqs) + 1))  # whole: no hole, nothing twice
+    assert set(first_token_seqs) <= set(seqs)
+    assert (await _logged_types(run_id))[-1] == "run_finished"
