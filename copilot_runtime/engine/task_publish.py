@@ -17,7 +17,6 @@ to them). The message is compared with kombu's own in tests/copilot_runtime/engi
 from __future__ import annotations
 
 import asyncio
-import base64
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -111,8 +110,9 @@ def task_message(
     time_limit: float | None,
     task_id: str | None = None,
 ) -> tuple[str, bytes]:
-    """(the queue's key, the message) that ``send_task`` would push for these arguments (the
-    same JSON values; written by orjson, which kombu's JSON reads alike)."""
+    """(the queue's key, the message) that ``send_task`` would push for these arguments: the
+    same JSON values (written by orjson, which kombu's JSON reads alike), but for the body,
+    which goes as text rather than base64."""
     task_id = task_id or str(uuid.uuid4())
     options = {"argsrepr": argsrepr, **_route(app, name)}
     queue = options.pop("queue")
@@ -128,16 +128,20 @@ def task_message(
     )
     # What Celery's publish adds (the options the producer does not consume), then kombu's.
     properties.update(options)
-    data = _json(body)
     properties.update(
         delivery_mode=2,
         delivery_info={"exchange": "", "routing_key": queue.name},
         priority=0,
-        body_encoding="base64",
+        # kombu's Redis transport writes a body as base64, as a body may be binary; a JSON
+        # body is text, and goes as it is. Every kombu reads it (a message without an
+        # encoding is taken as it stands): the worker's consumer thread, which handles each
+        # task message in turn, spent a quarter of its time decoding the base64 of a
+        # 40-message history (py-spy), and the message is a quarter smaller.
+        body_encoding=None,
         delivery_tag=str(uuid.uuid4()),
     )
     message = {
-        "body": base64.b64encode(data).decode("ascii"),
+        "body": _json(body).decode(),
         "content-encoding": "utf-8",
         "content-type": "application/json",
         "headers": headers,

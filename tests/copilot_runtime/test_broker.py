@@ -61,10 +61,14 @@ def _redis() -> redis.Redis:
     return redis.Redis.from_url(redis_test_url())
 
 
-def _message(queue: str, body: Any, *, headers: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A message as kombu's producer writes it onto a queue's list (a task message's shape)."""
+def _message(
+    queue: str, body: Any, *, headers: dict[str, Any] | None = None, as_text: bool = False
+) -> dict[str, Any]:
+    """A message as kombu's producer writes it onto a queue's list (a task message's shape);
+    ``as_text``: its body as the web's own push writes it (engine/task_publish.py)."""
+    text = json.dumps(body)
     return {
-        "body": base64.b64encode(json.dumps(body).encode()).decode(),
+        "body": text if as_text else base64.b64encode(text.encode()).decode(),
         "content-encoding": "utf-8",
         "content-type": "application/json",
         "headers": headers or {"task": "copilot.execute_run", "id": str(uuid.uuid4())},
@@ -72,7 +76,7 @@ def _message(queue: str, body: Any, *, headers: dict[str, Any] | None = None) ->
             "delivery_mode": 2,
             "delivery_info": {"exchange": "", "routing_key": queue},
             "priority": 0,
-            "body_encoding": "base64",
+            "body_encoding": None if as_text else "base64",
             "delivery_tag": str(uuid.uuid4()),
         },
     }
@@ -114,11 +118,12 @@ def _connection(queue: str, transport: type = broker.Transport) -> Connection:
     return Connection(redis_test_url(), transport=transport, transport_options=_record_keys(queue))
 
 
+@pytest.mark.parametrize("as_text", [False, True], ids=["base64 body", "text body"])
 @pytest.mark.parametrize("transport", [broker.Transport, kombu_redis.Transport])
 def test_a_message_is_delivered_and_recorded_as_kombus_own_transport_does(
-    queue_name: str, transport: type
+    queue_name: str, transport: type, as_text: bool
 ) -> None:
-    pushed = _message(queue_name, {"run": "r1", "history": ["x" * 5000]})
+    pushed = _message(queue_name, {"run": "r1", "history": ["x" * 5000]}, as_text=as_text)
     _push(queue_name, pushed)
     with _connection(queue_name, transport) as connection:
         message = _receive(connection, queue_name)

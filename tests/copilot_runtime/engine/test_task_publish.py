@@ -15,6 +15,7 @@ import redis
 from celery import Celery, signals
 from kombu import Exchange, Queue
 
+from copilot_runtime import broker
 from copilot_runtime.engine import executor
 from copilot_runtime.engine.executor import EXECUTE_RUN_TASK, EXECUTE_RUNS_TASK, enqueue_run
 from copilot_runtime.engine.task_publish import (
@@ -50,17 +51,26 @@ def test_the_message_is_the_one_celerys_own_publish_pushes(redis_app: Celery) ->
 
     assert key == redis_app.conf.task_default_queue
     # Each push has a delivery tag of its own (a fresh UUID); the body is the same JSON value
-    # (written without kombu's spaces); all else is the same.
+    # (written without kombu's spaces), as text where kombu writes base64; all else is the same.
     assert by_celery["properties"].pop("delivery_tag") != mine["properties"].pop("delivery_tag")
-    assert _body(mine.pop("body")) == _body(by_celery.pop("body"))
+    assert by_celery["properties"].pop("body_encoding") == "base64"
+    assert mine["properties"].pop("body_encoding") is None
+    assert json.loads(mine.pop("body")) == json.loads(base64.b64decode(by_celery.pop("body")))
     assert mine == by_celery
 
 
-def _body(encoded: str) -> Any:
-    return json.loads(base64.b64decode(encoded))
-
-
-async def test_a_pushed_run_is_read_as_celery_reads_its_tasks(redis_app: Celery) -> None:
+@pytest.mark.parametrize(
+    "transport",
+    [
+        pytest.param(None, id="kombu's transport"),
+        pytest.param("copilot_runtime.broker:Transport", id="the project's transport"),
+    ],
+)
+async def test_a_pushed_run_is_read_as_celery_reads_its_tasks(
+    redis_app: Celery, transport: str | None
+) -> None:
+    if transport is not None:
+        redis_app.conf.broker_transport = transport
     assert fast_publish_possible(redis_app, name=EXECUTE_RUN_TASK)
     try:
         await publish_task(
@@ -74,6 +84,7 @@ async def test_a_pushed_run_is_read_as_celery_reads_its_tasks(redis_app: Celery)
         await task_publish_close()
 
     with redis_app.connection_for_read() as connection:
+        assert (type(connection.transport) is broker.Transport) == (transport is not None)
         queue = connection.SimpleQueue(redis_app.conf.task_default_queue)
         message = queue.get(timeout=RECEIVE_TIMEOUT)
         message.ack()
