@@ -2,8 +2,8 @@
 
 This is the body every executor runs (an in-process task today; a Celery worker later). The
 stream is never held up by the database: events are published at once and written by a
-flusher in small batches (every ``EVENT_FLUSH_MS``, and the first token at once when followers
-elsewhere read the run from its log).
+flusher in small batches (every ``EVENT_FLUSH_MS``; when followers elsewhere read the run
+from its log, its first token is announced to them at once and written with the next batch).
 """
 
 from __future__ import annotations
@@ -82,6 +82,9 @@ class _Flusher:
         self._start_timer: asyncio.TimerHandle | None = None
         self._closing = False
         self._unwritten: list[Progress] = []
+        # A relayed run's first batch with a token: announced at once, written with the
+        # run's next write (see _write).
+        self._told: Progress | None = None
         # Cuts a wait for the grid short: the run's end, or (relayed) its first token.
         self._hurry = asyncio.Event()
         # The first batch waits for the next point of the grid too (at most an interval). On
@@ -143,7 +146,7 @@ class _Flusher:
     async def _write(
         self, outcome: RunOutcome | None = None, trace: SpanWrite | None = None
     ) -> None:
-        if not self._recorder.has_pending and outcome is None:
+        if not self._recorder.has_pending and outcome is None and self._told is None:
             return
         if self._stored is not None:
             if not await turn_committed(self._stored):
@@ -169,6 +172,11 @@ class _Flusher:
             first_position=first_position,
             trace=trace,
         )
+        told = 0
+        if self._told is not None:
+            told = len(self._told.events)
+            progress = _joined(self._told, progress)
+            self._told = None
         # Earlier batches whose write failed go first, so the log stays in order.
         while self._unwritten:
             await self._store.record(
@@ -177,36 +185,34 @@ class _Flusher:
                 progress=self._unwritten[0],
             )
             await announce_batch(self._recorder.run_id, self._unwritten.pop(0).events)
-        # Relayed, the first token is written at once and on its own: queued behind the
-        # loop's write in flight, it would reach the followers that much later. Everything
-        # else (inline, the first token's time too) is written and announced with what the
+        # Relayed, the first token is announced at once, on its own: queued behind the loop's
+        # write in flight, it would reach the followers that much later. Everything else
+        # (inline, the first token's time too) is written, then announced, with what the
         # loop's other runs hand over meanwhile.
         alone = self._first_token_at_once and batch.first_token_at is not None
-        announced = False
         try:
             if alone and outcome is None:
-                # ... and announced before it is written: the followers wait for nothing else
-                # (a write's round trip off a relayed run's first token), and the run's next
-                # write comes after this one either way. A follower that misses it finds it in
-                # the log, as every later announcement follows this write's commit; a write
-                # that fails is announced again with its retry (followers skip what they
-                # had). Never the run's end: a client told of it may send its next turn at
-                # once. (Begun at the same time, the write's own work before it waits on the
-                # database took the loop first, and the announcement was no earlier.)
-                await announce_batch(self._recorder.run_id, batch.events)
-                announced = True
-                await self._store.record(
-                    run_id=self._recorder.run_id, thread_pk=self._thread_pk, progress=progress
-                )
-            elif alone:
+                # ... and written with the run's next write (its end, or the next point of the
+                # grid: the loop comes round again), one statement a run where it was two. A
+                # follower that misses the announcement finds the batch in the log, as every
+                # later announcement follows that write's commit. Never the run's end: a
+                # client told of it may send its next turn at once.
+                await announce_batch(self._recorder.run_id, progress.events)
+                self._told = progress
+                self._wake.set()
+                return
+            if alone:
                 await self._store.record(
                     run_id=self._recorder.run_id, thread_pk=self._thread_pk, progress=progress
                 )
             else:
                 await log_writer_for_loop().write(
-                    run_id=self._recorder.run_id, thread_pk=self._thread_pk, progress=progress
+                    run_id=self._recorder.run_id,
+                    thread_pk=self._thread_pk,
+                    progress=progress,
+                    told=told,
                 )
-                return  # written and announced
+                return  # written and announced (but for what was told already)
         except Exception:
             if trace is None:
                 if outcome is None:
@@ -223,10 +229,8 @@ class _Flusher:
             await self._store.record(
                 run_id=self._recorder.run_id, thread_pk=self._thread_pk, progress=progress
             )
-        if announced:
-            return
         # Logged (and committed) first, announced second: a follower can always catch up.
-        await announce_batch(self._recorder.run_id, batch.events)
+        await announce_batch(self._recorder.run_id, progress.events[told:])
 
     async def close(self, outcome: RunOutcome, trace: SpanWrite | None = None) -> None:
         """Write everything still pending, and the run's end (with its spans), after any
@@ -240,6 +244,20 @@ class _Flusher:
         if self._task is not None:
             await self._task
         await self._write(outcome, trace)
+
+
+def _joined(told: Progress, later: Progress) -> Progress:
+    """One write of a batch announced already and the run's next one: the same rows, in order."""
+    return Progress(
+        events=told.events + later.events,
+        messages=told.messages + later.messages,
+        agent_states=told.agent_states + later.agent_states,
+        first_token_at=told.first_token_at or later.first_token_at,
+        outcome=later.outcome,
+        interrupted=later.interrupted,
+        first_position=told.first_position,
+        trace=later.trace,
+    )
 
 
 class _OverLimit:
@@ -352,8 +370,8 @@ async def run_execute(
     )
     # Executed where it is streamed (inline), the log is read only by clients that re-attach:
     # written less often, the first token on the grid like the rest. Relayed from a worker,
-    # the log's batches are the stream's pace, and the first token is written at once (with
-    # whatever the run emitted before it).
+    # the log's batches are the stream's pace, and the first token is announced at once (with
+    # whatever the run emitted before it), then written with the next batch.
     flush_ms = runtime_setting("INLINE_EVENT_FLUSH_MS" if publish else "EVENT_FLUSH_MS")
     claim: asyncio.Future[None] | None = None
     if claim_while_streaming and not started and prepared is not None and prepared.stored is None:

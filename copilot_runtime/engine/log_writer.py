@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from conversations.store import turn_store
 from conversations.store.grouped import Grouped, PerLoop
@@ -38,13 +39,21 @@ def next_flush_at(*, last_flush: float, interval: float) -> float:
     return (math.floor(last_flush / interval) + 1) * interval
 
 
-async def _record(entries: Sequence[RunProgress]) -> None:
-    await turn_store().record_many(entries=entries)
+class _Handed(NamedTuple):
+    entry: RunProgress
+    # How many of its events were announced already (a relayed run's first token).
+    told: int
 
 
-async def _announce(entries: list[RunProgress]) -> None:
+async def _record(handed: Sequence[_Handed]) -> None:
+    await turn_store().record_many(entries=[item.entry for item in handed])
+
+
+async def _announce(handed: list[_Handed]) -> None:
     # Logged first, announced second: a follower can always catch up from the log.
-    await announce_batches([(entry.run_id, entry.progress.events) for entry in entries])
+    await announce_batches(
+        [(item.entry.run_id, item.entry.progress.events[item.told :]) for item in handed]
+    )
 
 
 class LoopLogWriter:
@@ -53,13 +62,16 @@ class LoopLogWriter:
     statement, and its events in one announcement (conversations/store/grouped.py)."""
 
     def __init__(self) -> None:
-        self._grouped: Grouped[RunProgress] = Grouped(_record, written=_announce)
+        self._grouped: Grouped[_Handed] = Grouped(_record, written=_announce)
 
-    async def write(self, *, run_id: str, thread_pk: int | None, progress: Progress) -> None:
+    async def write(
+        self, *, run_id: str, thread_pk: int | None, progress: Progress, told: int = 0
+    ) -> None:
         """Write ``progress`` of ``run_id`` (its next log entries, and whatever else it
-        carries) with what the other runs hand over meanwhile, then announce its events;
-        raises what writing it alone raised. One write per run at a time (its flusher's)."""
-        await self._grouped.submit(RunProgress(run_id, thread_pk, progress))
+        carries) with what the other runs hand over meanwhile, then announce its events but
+        the first ``told`` (announced already); raises what writing it alone raised. One
+        write per run at a time (its flusher's)."""
+        await self._grouped.submit(_Handed(RunProgress(run_id, thread_pk, progress), told))
 
 
 _writers: PerLoop[LoopLogWriter] = PerLoop(LoopLogWriter)

@@ -25,7 +25,9 @@ class Writes:
     def __init__(self) -> None:
         self.writes: list[tuple[list[str], bool]] = []
 
-    async def write(self, *, run_id: str, thread_pk: int | None, progress: Progress) -> None:
+    async def write(
+        self, *, run_id: str, thread_pk: int | None, progress: Progress, told: int = 0
+    ) -> None:
         self.writes.append(
             ([event.type for event in progress.events], progress.outcome is not None)
         )

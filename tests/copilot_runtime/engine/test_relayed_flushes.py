@@ -1,9 +1,11 @@
-"""When a run executed for followers elsewhere (a Celery worker) writes its events.
+"""When a run executed for followers elsewhere (a Celery worker) writes and announces its events.
 
-Such a run reaches its followers only through the log, so each write is on the way of its
-tokens: the first token is written at once, and what the run emitted before it goes out with
-it rather than in a write of its own that the first token would queue behind. A model slow to
-answer does not hold those earlier events back longer than one flush interval.
+Such a run reaches its followers through the channel layer and its log. Its first token is
+announced at once, and what the run emitted before it goes out with it rather than in a batch
+of its own that the first token would queue behind; that batch is written with the run's next
+write (one statement where it took two). A model slow to answer does not hold the earlier
+events back longer than one flush interval. Everything after the first token is written
+before it is announced.
 """
 
 from __future__ import annotations
@@ -97,8 +99,30 @@ async def _logged_types(run_id: str) -> list[str]:
     return [event_type async for event_type in rows]
 
 
-async def test_the_events_before_the_first_token_are_written_with_it(
-    fake_upstream: Any, writes: Writes
+def _announced_batches(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The event types of each batch announced to the run's followers, in order."""
+    from copilot_runtime.engine import execute as execute_module
+    from copilot_runtime.engine import log_writer as log_writer_module
+
+    announced: list[list[str]] = []
+    announce_batch = execute_module.announce_batch
+    announce_batches = log_writer_module.announce_batches
+
+    async def announcing(run_id: str, events: Any) -> None:
+        announced.append([event.type for event in events])
+        await announce_batch(run_id, events)
+
+    async def announcing_many(batches: Any) -> None:
+        announced.extend([event.type for event in events] for _, events in batches if events)
+        await announce_batches(batches)
+
+    monkeypatch.setattr(execute_module, "announce_batch", announcing)
+    monkeypatch.setattr(log_writer_module, "announce_batches", announcing_many)
+    return announced
+
+
+async def test_the_events_before_the_first_token_are_announced_and_written_with_it(
+    fake_upstream: Any, writes: Writes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A long interval: nothing but the first token and the run's end cuts it short. The
     # flushes of every run fall on one grid of the interval (next_flush_at): the run starts
@@ -106,14 +130,18 @@ async def test_the_events_before_the_first_token_are_written_with_it(
     # chance, closer than the first token (which failed a few percent of runs).
     loop = asyncio.get_running_loop()
     await asyncio.sleep(next_flush_at(last_flush=loop.time(), interval=2.0) - loop.time() + 0.01)
+    announced = _announced_batches(monkeypatch)
     run_id = await _execute_as_a_worker(fake_upstream, tokens=5, delay_ms=20, flush_ms=2000)
     logged = await _logged_types(run_id)
     before_token = logged[: logged.index(TEXT_DELTA)]
     assert before_token  # the run emits events before the model's first token
-    # One write carries them and the first token (written at once, not at the interval).
+    # One announcement carries them and the first token (at once, not at the interval) ...
+    assert announced[0] == [*before_token, TEXT_DELTA], announced
+    # ... and one write, the run's next (here its end: the interval is long).
     assert writes.first_with_a_token() == 0, writes.types
     assert writes.types[0][: len(before_token) + 1] == [*before_token, TEXT_DELTA]
     assert [t for batch in writes.types for t in batch] == logged  # each event written once
+    assert [t for batch in announced for t in batch] == logged  # and announced once
 
 
 async def test_a_model_slow_to_answer_holds_the_earlier_events_one_interval_at_most(
@@ -162,12 +190,13 @@ async def test_the_runs_finish_is_written_and_announced_only_with_its_end(
     assert (await _logged_types(run_id))[-1] == "run_finished"
 
 
-async def test_the_first_token_is_announced_before_it_is_written_and_the_end_after(
+async def test_the_first_token_is_announced_at_once_and_written_with_the_runs_next_write(
     fake_upstream: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The followers of a relayed run wait for its first token alone: its batch is told
-    # before the database's round trip, not after. The run's end is told only once it is
-    # written (a client told of it may send its next turn at once).
+    # before any round trip to the database, and written with the run's next batch rather
+    # than in a statement of its own. Everything else is told only once it is written (a
+    # client told of the run's end may send its next turn at once).
     from copilot_runtime.engine import execute as execute_module
     from copilot_runtime.engine import log_writer as log_writer_module
 
@@ -196,27 +225,32 @@ async def test_the_first_token_is_announced_before_it_is_written_and_the_end_aft
     monkeypatch.setattr(execute_module, "announce_batch", announcing)
     monkeypatch.setattr(log_writer_module, "announce_batches", announcing_many)
     monkeypatch.setattr(store_class, "record_many", recording)
-    # Tokens 50 ms apart and a long interval: the first token's batch goes alone, the rest
-    # with the run's end.
-    await _execute_as_a_worker(fake_upstream, tokens=3, delay_ms=50, flush_ms=2000)
+    # Tokens 50 ms apart and a long interval: the first token's batch is told alone, and
+    # written with the rest at the run's end. (Started just after a point of the flushes'
+    # grid, whose next point is then a whole interval away.)
+    loop = asyncio.get_running_loop()
+    await asyncio.sleep(next_flush_at(last_flush=loop.time(), interval=2.0) - loop.time() + 0.01)
+    run_id = await _execute_as_a_worker(fake_upstream, tokens=3, delay_ms=50, flush_ms=2000)
 
     first = next(i for i, (_, types) in enumerate(steps) if TEXT_DELTA in types)
     assert steps[first][0] == "announced", steps
-    assert steps[first + 1] == ("written", steps[first][1]), steps
-    end = next(i for i, (_, types) in enumerate(steps) if "run_finished" in types)
-    assert steps[end][0] == "written", steps
-    assert steps[end + 1] == ("announced", steps[end][1]), steps
-    assert [types for step, types in steps if step == "announced"] == [
-        types for step, types in steps if step == "written"
-    ]  # every batch told once, and each written once
+    told = steps[first][1]
+    step, written = steps[first + 1]
+    assert step == "written" and written[: len(told)] == told, steps
+    assert written[-1] == "run_finished", steps  # one write: the first token's and the end's
+    assert steps[first + 2] == ("announced", written[len(told) :]), steps  # the rest, once
+    logged = await _logged_types(run_id)
+    assert [t for step, types in steps if step == "written" for t in types] == logged
+    assert [t for step, types in steps if step == "announced" for t in types] == logged
 
 
 async def test_a_first_token_whose_write_fails_is_written_and_told_again_with_the_next(
     fake_upstream: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Announced before its write, the first token has reached the followers when the
-    # database refuses it: the batch is kept, written ahead of the next one and announced
-    # again (followers skip the sequence numbers they had), and the log ends whole.
+    # database refuses the write that carries it (the next point of the grid): the batch is
+    # kept, written ahead of the next one and announced again (followers skip the sequence
+    # numbers they had), and the log ends whole.
     from copilot_runtime.engine import execute as execute_module
 
     announced: list[list[int]] = []
@@ -239,11 +273,14 @@ async def test_a_first_token_whose_write_fails_is_written_and_told_again_with_th
 
     monkeypatch.setattr(execute_module, "announce_batch", announcing)
     monkeypatch.setattr(store_class, "record_many", refusing_the_first_token_once)
-    run_id = await _execute_as_a_worker(fake_upstream, tokens=3, delay_ms=50, flush_ms=2000)
+    # Tokens 50 ms apart and a 60 ms grid: the grid's next point comes before the run's end.
+    run_id = await _execute_as_a_worker(fake_upstream, tokens=5, delay_ms=50, flush_ms=60)
 
     assert refused, "the first token's write was never refused"
+    assert "run_finished" not in refused[0]  # a write at the grid, not the run's end
     first_token_seqs = announced[0]
-    assert announced.count(first_token_seqs) == 2, announced  # before the write, and with its retry
+    # Before its write, and again with the retry.
+    assert any(set(first_token_seqs) <= set(seqs) for seqs in announced[1:]), announced
     rows = RunEvent.objects.filter(run_id=run_id).order_by("seq").values_list("seq", flat=True)
     seqs = [seq async for seq in rows]
     assert seqs == list(range(1, len(seqs) + 1))  # whole: no hole, nothing twice
