@@ -11,12 +11,24 @@ import redis
 from celery import Celery
 from celery._state import get_current_app
 from django.test import override_settings
+from kombu.serialization import registry
 
 from conversations.store import pg as pg_store
 from conversations.store import turn_store
 from copilot_runtime.conf import runtime_settings as runtime_settings_cached
 from tests.support.generate_e2e import runtime_settings
 from tests.support.redis_broker import redis_test_url
+
+
+@pytest.fixture
+def kombus_own_json_afterwards() -> Iterator[None]:
+    """A transport made in a test (copilot_runtime/broker.py) registers its JSON decoder for
+    the whole process: the suite's other tests get kombu's own back."""
+    decoder = registry._decoders["application/json"]
+    encoder = registry._encoders["json"]
+    yield
+    registry._decoders["application/json"] = decoder
+    registry._encoders["json"] = encoder
 
 
 @pytest.fixture

@@ -26,15 +26,7 @@ from tests.support.redis_broker import redis_test_url
 TIMEOUT = 5.0
 
 
-@pytest.fixture(autouse=True)
-def kombus_own_json_afterwards() -> Iterator[None]:
-    """A transport made here registers its JSON decoder for the whole process: the suite's
-    other tests get kombu's own back."""
-    decoder = registry._decoders["application/json"]
-    encoder = registry._encoders["json"]
-    yield
-    registry._decoders["application/json"] = decoder
-    registry._encoders["json"] = encoder
+pytestmark = pytest.mark.usefixtures("kombus_own_json_afterwards")
 
 
 @pytest.fixture
