@@ -177,14 +177,20 @@ class _Flusher:
             told = len(self._told.events)
             progress = _joined(self._told, progress)
             self._told = None
-        # Earlier batches whose write failed go first, so the log stays in order.
-        while self._unwritten:
-            await self._store.record(
-                run_id=self._recorder.run_id,
-                thread_pk=self._thread_pk,
-                progress=self._unwritten[0],
-            )
-            await announce_batch(self._recorder.run_id, self._unwritten.pop(0).events)
+        # Earlier batches whose write failed go first, so the log stays in order; this one
+        # waits behind them if they fail again (taken from the recorder, it is only here).
+        try:
+            while self._unwritten:
+                await self._store.record(
+                    run_id=self._recorder.run_id,
+                    thread_pk=self._thread_pk,
+                    progress=self._unwritten[0],
+                )
+                await announce_batch(self._recorder.run_id, self._unwritten.pop(0).events)
+        except Exception:
+            if outcome is None:
+                self._unwritten.append(progress)
+            raise
         # Relayed, the first token is announced at once, on its own: queued behind the loop's
         # write in flight, it would reach the followers that much later. Everything else
         # (inline, the first token's time too) is written, then announced, with what the

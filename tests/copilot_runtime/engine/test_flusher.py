@@ -108,3 +108,72 @@ async def test_a_run_still_streaming_at_the_grids_point_writes_its_batch_then(
     flusher.poke()
     await flusher.close(RunOutcome(status=RunStatus.SUCCEEDED, usage=Usage()))
     assert writes.writes[1:] == [(["text_delta", "run_finished"], True)]
+
+
+class RefusingStore:
+    """The turn store's ``record``: refuses the first ``refusals`` calls, keeps the rest."""
+
+    def __init__(self, refusals: int) -> None:
+        self.refusals = refusals
+        self.recorded: list[list[str]] = []
+
+    async def record(self, *, run_id: str, thread_pk: int | None, progress: Progress) -> None:
+        if self.refusals:
+            self.refusals -= 1
+            raise RuntimeError("the database hiccuped")
+        self.recorded.append([event.type for event in progress.events])
+
+
+class RefusingWrites(Writes):
+    """The loop's log writer, refusing its first write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused = False
+
+    async def write(
+        self, *, run_id: str, thread_pk: int | None, progress: Progress, told: int = 0
+    ) -> None:
+        if not self.refused:
+            self.refused = True
+            raise RuntimeError("the database hiccuped")
+        await super().write(run_id=run_id, thread_pk=thread_pk, progress=progress, told=told)
+
+
+async def test_a_batch_whose_earlier_batch_fails_again_is_kept_and_written_after_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A relayed run: its first token told at once; the grid's write carrying it refused; at
+    # the next write, that batch refused again. The batch taken meanwhile waits behind it, and
+    # the log ends whole, in order, each event once.
+    writes = RefusingWrites()
+    store = RefusingStore(refusals=1)
+    announced: list[list[str]] = []
+
+    async def announcing(run_id: str, events: Any) -> None:
+        announced.append([event.type for event in events])
+
+    monkeypatch.setattr(execute, "log_writer_for_loop", lambda: writes)
+    monkeypatch.setattr(execute, "turn_store", lambda: store)
+    monkeypatch.setattr(execute, "announce_batch", announcing)
+    prepared = PreparedTurn(run_id="r", thread_id="t", thread_pk=1, next_position=0)
+    recorder = RunRecorder(run_id="r", thread_id="t", agent_name="default")
+    flusher = execute._Flusher(recorder, 0.01, prepared, first_token_at_once=True)
+
+    recorder.observe(TextStart(message_id="m"))
+    recorder.observe(TextDelta(message_id="m", delta="Hi"))
+    flusher.poke()
+    for delta in (" there", " and", " again"):
+        await asyncio.sleep(0.03)  # past a point of the grid: a write (refused, then retried)
+        recorder.observe(TextDelta(message_id="m", delta=delta))
+        flusher.poke()
+    await asyncio.sleep(0.03)
+    recorder.observe(RunFinished(status="succeeded"))
+    await flusher.close(RunOutcome(status=RunStatus.SUCCEEDED, usage=Usage()))
+
+    assert writes.refused and store.refusals == 0  # both refusals happened
+    logged = [t for batch in store.recorded for t in batch]
+    logged += [t for types, _ in writes.writes for t in types]
+    expected = ["text_start", "text_delta", "text_delta", "text_delta", "text_delta"]
+    assert logged == [*expected, "run_finished"]
+    assert announced[0] == ["text_start", "text_delta"]  # told at once
