@@ -98,10 +98,31 @@ def run_mark_running(*, run_id: str, model: str = "") -> bool:
     )
 
 
+def run_record_start(*, run_id: str, started_at: dt.datetime, model: str) -> None:
+    """What ``run_mark_running`` records, for a run its executor took without it (a worker's
+    first delivery: copilot_runtime/engine/claims.py), with the run's first write: pending ->
+    running, its start and model. Once: nothing changes for a run whose start is recorded."""
+    fields: dict[str, Any] = {"model": model} if model else {}
+    Run.objects.filter(pk=run_id, started_at__isnull=True).update(
+        **fields,
+        status=_running_if_pending(),
+        started_at=started_at,
+        heartbeat_at=started_at,
+        attempts=F("attempts") + 1,
+    )
+
+
 def run_heartbeats(*, run_ids: list[str]) -> set[str]:
     """Record that the process executing these runs is alive; the ids whose stop was
-    requested."""
-    Run.objects.filter(pk__in=run_ids).update(heartbeat_at=timezone.now())
+    requested. A run whose start is not recorded yet (see ``run_record_start``) is running
+    from now."""
+    now = timezone.now()
+    Run.objects.filter(pk__in=run_ids, started_at__isnull=True).update(
+        status=_running_if_pending(),
+        started_at=now,
+        attempts=F("attempts") + 1,
+    )
+    Run.objects.filter(pk__in=run_ids).update(heartbeat_at=now)
     return set(
         Run.objects.filter(pk__in=run_ids, cancel_requested=True).values_list("pk", flat=True)
     )
@@ -217,6 +238,14 @@ def _interrupt_logged(run_id: str) -> Exists:
         RunEvent.objects.filter(
             run_id=run_id, type="meta_event", payload__name__in=INTERRUPT_META_EVENT_NAMES
         )
+    )
+
+
+def _running_if_pending() -> Case:
+    return Case(
+        When(status=RunStatus.PENDING, then=Value(str(RunStatus.RUNNING))),
+        default=F("status"),
+        output_field=CharField(),
     )
 
 

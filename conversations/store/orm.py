@@ -29,6 +29,7 @@ from conversations.services.runs import (
     run_heartbeats,
     run_mark_running,
     run_record_progress,
+    run_record_start,
     runs_log_batches,
 )
 from conversations.services.threads import thread_get_or_create_for_turn
@@ -120,6 +121,10 @@ def _logged_only(progress: Progress) -> bool:
 
 @transaction.atomic
 def _record_many(*, entries: Sequence[RunProgress]) -> None:
+    for entry in entries:
+        start = entry.progress.start
+        if start is not None:  # before its end, which then overrides the status
+            run_record_start(run_id=entry.run_id, started_at=start.started_at, model=start.model)
     # The runs' log entries alone (their mid-run batches) in one bulk insert.
     logs = [entry for entry in entries if _logged_only(entry.progress)]
     if logs:

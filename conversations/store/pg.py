@@ -364,9 +364,21 @@ class PgTurnStore:
         return row is not None
 
     async def heartbeats(self, *, run_ids: list[str]) -> set[str]:
+        # A run whose start is not recorded yet (RunStart) is running from now, as
+        # run_heartbeats records it through the ORM.
+        now = timezone.now()
         rows = await self._execute(
-            f"UPDATE {RUN} SET heartbeat_at = %s WHERE id = ANY(%s) RETURNING id, cancel_requested",
-            (timezone.now(), run_ids),
+            f"UPDATE {RUN} SET heartbeat_at = %(now)s, status = CASE WHEN started_at IS NULL"
+            f" AND status = %(pending)s THEN %(running)s ELSE status END,"
+            " attempts = attempts + CASE WHEN started_at IS NULL THEN 1 ELSE 0 END,"
+            " started_at = coalesce(started_at, %(now)s)"
+            " WHERE id = ANY(%(runs)s) RETURNING id, cancel_requested",
+            {
+                "now": now,
+                "pending": str(RunStatus.PENDING),
+                "running": str(RunStatus.RUNNING),
+                "runs": run_ids,
+            },
             many=True,
         )
         return {run_id for run_id, cancel_requested in rows or () if cancel_requested}

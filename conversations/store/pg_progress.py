@@ -61,9 +61,16 @@ _STATES = (
 )
 # e: [run, status (null: not its end), error_code, error_details, input_tokens, output_tokens,
 #     cached_input_tokens, reasoning_tokens, limit_trips, model, cost, first_token_at,
-#     its thread's status]. Named: the threads' part reads what it returns.
+#     its thread's status, its start's time and model (null and "": none; see RunStart)].
+#     Named: the threads' part reads what it returns.
+# Whether the row gains its start: given, and not recorded yet (by the heartbeat, say).
+_STARTS = "(r.started_at IS NULL AND e->>13 IS NOT NULL)"
 _RUNS = (
-    f"ran AS (UPDATE {RUN} r SET status = coalesce(e->>1, r.status),"
+    f"ran AS (UPDATE {RUN} r SET status = coalesce(e->>1,"
+    f" CASE WHEN {_STARTS} AND r.status = 'pending' THEN 'running' ELSE r.status END),"
+    f" started_at = CASE WHEN {_STARTS} THEN (e->>13)::timestamptz ELSE r.started_at END,"
+    f" heartbeat_at = CASE WHEN {_STARTS} THEN (e->>13)::timestamptz ELSE r.heartbeat_at END,"
+    f" attempts = r.attempts + CASE WHEN {_STARTS} THEN 1 ELSE 0 END,"
     " error_code = CASE WHEN e->>1 IS NULL THEN r.error_code ELSE e->>2 END,"
     " error_details = CASE WHEN e->>1 IS NULL THEN r.error_details"
     " ELSE NULLIF(e->3, 'null'::jsonb) END,"
@@ -73,7 +80,8 @@ _RUNS = (
     " cached_input_tokens = r.cached_input_tokens + (e->>6)::bigint,"
     " reasoning_tokens = r.reasoning_tokens + (e->>7)::bigint,"
     " limit_trips = coalesce(NULLIF(e->8, 'null'::jsonb), r.limit_trips),"
-    " model = CASE WHEN e->>9 <> '' THEN e->>9 ELSE r.model END,"
+    f" model = CASE WHEN e->>9 <> '' THEN e->>9 WHEN {_STARTS} AND e->>14 <> '' THEN e->>14"
+    " ELSE r.model END,"
     " cost = coalesce((e->>10)::numeric, r.cost),"
     " first_token_at = coalesce((e->>11)::timestamptz, r.first_token_at)"
     " FROM jsonb_array_elements(%s::jsonb) e WHERE r.id = e->>0"
@@ -162,7 +170,8 @@ def progress_statement(
         )
         update = _run_update(run_id, progress)
         if update is not None:
-            if update[1] is None and update[10] is None:  # not its end, no cost
+            if update[1] is None and update[10] is None and update[13] is None:
+                # not its end, no cost, not its start: its first token's time alone
                 first_tokens.append((run_id, update[11]))
             else:
                 updates.append(update)
@@ -223,10 +232,15 @@ def _run_update(run_id: str, progress: Progress) -> list[Any] | None:
     trace = progress.trace
     cost = str(trace.cost) if trace is not None and trace.cost is not None else None
     first_token_at = progress.first_token_at
+    start = progress.start
+    started_at, start_model = (None, "") if start is None else start
     if outcome is None:
-        if first_token_at is None and cost is None:
+        if first_token_at is None and cost is None and start is None:
             return None
-        return [run_id, None, "", None, 0, 0, 0, 0, None, "", cost, first_token_at, None]
+        return [
+            run_id, None, "", None, 0, 0, 0, 0, None, "", cost, first_token_at, None,
+            started_at, start_model,
+        ]  # fmt: skip
     status = str(outcome.status)
     if status == RunStatus.INTERRUPTED or (progress.interrupted and status == RunStatus.SUCCEEDED):
         status, thread_status = str(RunStatus.INTERRUPTED), str(ThreadStatus.INTERRUPTED)
@@ -247,4 +261,6 @@ def _run_update(run_id: str, progress: Progress) -> list[Any] | None:
         cost,
         first_token_at,
         thread_status,
+        started_at,
+        start_model,
     ]

@@ -65,6 +65,16 @@ class PreparedTurn:
     stored: asyncio.Future[None] | None = None
 
 
+class RunStart(NamedTuple):
+    """A run a worker took without marking it running first (its task's first delivery, see
+    copilot_runtime/engine/claims.py): recorded with the run's first write, as ``mark_running``
+    would have at its start, and once only (a later one, or one after the heartbeat recorded
+    the start, changes nothing)."""
+
+    started_at: dt.datetime
+    model: str
+
+
 @dataclass(slots=True)
 class Progress:
     """One batch of a run's progress (see ``RunRecorder.take_batch``)."""
@@ -80,6 +90,8 @@ class Progress:
     first_position: int | None = None
     # With the run's end: its trace spans and cost, written in the same transaction.
     trace: SpanWrite | None = None
+    # The run's start, not recorded yet: pending -> running (or straight to its end).
+    start: RunStart | None = None
 
 
 class RunProgress(NamedTuple):
@@ -118,7 +130,8 @@ class TurnStore(Protocol):
 
     async def heartbeats(self, *, run_ids: list[str]) -> set[str]:
         """Renew the heartbeats of the runs this process executes, in one statement; the ids
-        of those whose stop was requested."""
+        of those whose stop was requested. A run still pending (taken without marking it
+        running, and not written yet) is recorded running from now."""
         ...
 
     async def store_trace(self, *, run_id: str, trace: SpanWrite) -> None:

@@ -20,7 +20,13 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from conversations.models import RunStatus
 from conversations.services.runs import LoggedEvent, RunOutcome
 from conversations.store import turn_store
-from conversations.store.types import PreparedTurn, Progress, SpanWrite, turn_committed
+from conversations.store.types import (
+    PreparedTurn,
+    Progress,
+    RunStart,
+    SpanWrite,
+    turn_committed,
+)
 from copilot_runtime.adapters import adapter_from_settings
 from copilot_runtime.conf import runtime_setting
 from copilot_runtime.engine.agent_host import agent_host
@@ -34,6 +40,7 @@ from copilot_runtime.engine.hooks import (
 from copilot_runtime.engine.log_writer import log_writer_for_loop, next_flush_at
 from copilot_runtime.engine.recorder import CANCELLED_REASON, STREAM_ERROR_REASON, RunRecorder
 from copilot_runtime.engine.relay import announce_batch
+from copilot_runtime.engine.run_claim import FoldedClaim, claim_run
 from copilot_runtime.engine.stops import stops_for_loop
 from copilot_runtime.errors import CopilotKitError
 from copilot_runtime.events import Event, RunError, RunFinished
@@ -62,8 +69,11 @@ class _Flusher:
         prepared: PreparedTurn | None,
         *,
         first_token_at_once: bool = True,
+        claim: FoldedClaim | None = None,
     ) -> None:
         self._recorder = recorder
+        # Taken with the run's first announcement (its first token), or before its first write.
+        self._claim = claim
         self._first_token_at_once = first_token_at_once
         self._thread_pk = prepared.thread_pk if prepared is not None else None
         self._next_position = prepared.next_position if prepared is not None else None
@@ -85,11 +95,18 @@ class _Flusher:
         # A relayed run's first batch with a token: announced at once, written with the
         # run's next write (see _write).
         self._told: Progress | None = None
+        # A run claimed outside the database (engine/claims.py): its start, recorded with its
+        # first write.
+        self._run_start: RunStart | None = None
         # Cuts a wait for the grid short: the run's end, or (relayed) its first token.
         self._hurry = asyncio.Event()
         # The first batch waits for the next point of the grid too (at most an interval). On
         # the event loop's clock, the flush timers' clock.
         self._last_flush = asyncio.get_running_loop().time()
+
+    def record_start(self, start: RunStart) -> None:
+        """Record the run's start (pending -> running) with its first write."""
+        self._run_start = start
 
     def poke(self) -> None:
         first_token = self._first_token_at_once and self._recorder.first_token_pending
@@ -148,11 +165,12 @@ class _Flusher:
     ) -> None:
         if not self._recorder.has_pending and outcome is None and self._told is None:
             return
-        if self._stored is not None:
-            if not await turn_committed(self._stored):
-                self.unstored = True
-                return
-            self._stored = None
+        if (
+            self._stored is not None
+            and not self._claims_announcing(outcome)
+            and not await self._claimed()
+        ):
+            return
         if outcome is None and self._closing:
             # The run ended while this write waited for its turn's write: close() takes
             # everything, the run's end events with its status.
@@ -171,7 +189,9 @@ class _Flusher:
             interrupted=self._recorder.interrupted,
             first_position=first_position,
             trace=trace,
+            start=self._run_start,
         )
+        self._run_start = None  # this write records it now (or, failing, the one retrying it)
         told = 0
         if self._told is not None:
             told = len(self._told.events)
@@ -196,7 +216,24 @@ class _Flusher:
         # (inline, the first token's time too) is written, then announced, with what the
         # loop's other runs hand over meanwhile.
         alone = self._first_token_at_once and batch.first_token_at is not None
+        if (
+            self._stored is not None
+            and not (alone and outcome is None)
+            and not await self._claimed()
+        ):
+            return  # nothing of the run is stored: the batch goes with it
         try:
+            if alone and outcome is None and self._stored is not None and self._claim is not None:
+                # The claim rides on the first token's announcement (run_claim.py).
+                if not await self._claim.announcing(progress.events):
+                    self.unstored = True
+                    return
+                self._stored = None
+                if not self._claim.announced:
+                    await announce_batch(self._recorder.run_id, progress.events)
+                self._told = progress
+                self._wake.set()
+                return
             if alone and outcome is None:
                 # ... and written with the run's next write (its end, or the next point of the
                 # grid: the loop comes round again), one statement a run where it was two. A
@@ -238,6 +275,27 @@ class _Flusher:
         # Logged (and committed) first, announced second: a follower can always catch up.
         await announce_batch(self._recorder.run_id, progress.events[told:])
 
+    def _claims_announcing(self, outcome: RunOutcome | None) -> bool:
+        """Whether this write's claim may ride on the first token's announcement."""
+        return (
+            self._claim is not None
+            and self._claim.open
+            and outcome is None
+            and self._first_token_at_once
+            and self._recorder.first_token_pending
+        )
+
+    async def _claimed(self) -> bool:
+        """Wait for the run's claim (taking it now if it waited for an announcement)."""
+        if self._claim is not None:
+            self._claim.take()
+        assert self._stored is not None
+        if not await turn_committed(self._stored):
+            self.unstored = True
+            return False
+        self._stored = None
+        return True
+
     async def close(self, outcome: RunOutcome, trace: SpanWrite | None = None) -> None:
         """Write everything still pending, and the run's end (with its spans), after any
         write in progress."""
@@ -263,6 +321,7 @@ def _joined(told: Progress, later: Progress) -> Progress:
         interrupted=later.interrupted,
         first_position=told.first_position,
         trace=later.trace,
+        start=told.start or later.start,
     )
 
 
@@ -325,22 +384,6 @@ class _Watchdog:
             stops_for_loop().unregister(self._run_id)
 
 
-class RunNotPending(Exception):
-    """The run was claimed already (a duplicate delivery) or stopped before it started."""
-
-
-async def _claim(*, run_id: str, model: str) -> None:
-    try:
-        claimed = await turn_store().mark_running(run_id=run_id, model=model)
-    except Exception:
-        # Told here: the run only learns that its claim failed, and stops storing nothing.
-        logger.exception("claiming run %s failed; this delivery stores nothing", run_id)
-        raise
-    if not claimed:
-        logger.info("run %s is not pending any more; this delivery stores nothing", run_id)
-        raise RunNotPending(run_id)
-
-
 def _watch_if_claimed(claim: asyncio.Future[None], watchdog: _Watchdog) -> None:
     if not claim.cancelled() and claim.exception() is None:
         watchdog.start()
@@ -360,13 +403,16 @@ async def run_execute(
     prepared: PreparedTurn | None = None,
     started: bool = False,
     claim_while_streaming: bool = False,
+    claim_in_redis: bool = False,
 ) -> str:
     """Run the turn of a prepared run to its end; returns the final status ("" when the run
     was not pending, e.g. a redelivered task whose run already started).
 
     ``claim_while_streaming``: mark the run running at the same time as the model is asked,
     rather than before (a round trip off a relayed run's first token). For a task's first
-    delivery only: a duplicate then asks the model too, though it stores and tells nothing."""
+    delivery only: a duplicate then asks the model too, though it stores and tells nothing.
+    ``claim_in_redis`` (with it, for a fresh first delivery): claim the run in Redis where
+    the channel layer is there, and record its start with its first write (engine/claims.py)."""
     adapter = adapter_from_settings(request.agent_name)
     model = request.forwarded.model or adapter.default_model
     recorder = RunRecorder(run_id=run_id, thread_id=thread_id, agent_name=request.agent_name)
@@ -380,11 +426,19 @@ async def run_execute(
     # whatever the run emitted before it), then written with the next batch.
     flush_ms = runtime_setting("INLINE_EVENT_FLUSH_MS" if publish else "EVENT_FLUSH_MS")
     claim: asyncio.Future[None] | None = None
+    folded: FoldedClaim | None = None
     if claim_while_streaming and not started and prepared is not None and prepared.stored is None:
         # The run is claimed (pending -> running) while the model is already asked, and
         # counts as a turn whose write is in flight: nothing of it is written, announced or
         # acted on before the claim commits, and nothing at all if the run was not pending.
-        claim = asyncio.ensure_future(_claim(run_id=run_id, model=model))
+        if claim_in_redis:
+            # The flusher is made below, before the claim can be taken.
+            folded = FoldedClaim(
+                run_id=run_id, model=model, record_start=lambda start: flusher.record_start(start)
+            )
+            claim = folded.stored
+        else:
+            claim = asyncio.ensure_future(claim_run(run_id=run_id, model=model))
         prepared = dataclasses.replace(prepared, stored=claim)
         started = True
     flusher = _Flusher(
@@ -392,6 +446,7 @@ async def run_execute(
         float(flush_ms) / 1000,
         prepared,
         first_token_at_once=publish is None,
+        claim=folded,
     )
 
     def emit(event: Event) -> None:

@@ -23,6 +23,7 @@ from conversations.services.runs import run_request_cancel
 from conversations.store.grouped import Grouped, PerLoop
 from conversations.store.types import PreparedTurn
 from copilot_runtime.conf import runtime_setting
+from copilot_runtime.engine.claims import claim_in_layer_allowed, queued_now
 from copilot_runtime.engine.execute import run_execute
 from copilot_runtime.engine.inbox import Inbox
 from copilot_runtime.engine.layer_groups import GroupListener, leave_quietly
@@ -69,6 +70,8 @@ def placement_of(
         "thread_id": prepared.thread_id,
         "thread_pk": prepared.thread_pk,
         "next_position": prepared.next_position,
+        # How fresh the task is, for its first delivery's claim (engine/claims.py).
+        "queued_at": queued_now(),
         **(request_in_task(request) if carried is None else carried),
     }
 
@@ -356,6 +359,7 @@ async def run_execute_stored(
                 request=request_from_task(placement),
                 prepared=prepared,
                 claim_while_streaming=first_delivery,
+                claim_in_redis=first_delivery and claim_in_layer_allowed(placement),
             )
     await sync_to_async(close_old_connections)()
     try:

@@ -21,7 +21,7 @@ from typing import Any
 from channels.layers import InMemoryChannelLayer
 
 
-def _is_redis_pubsub(layer: Any) -> bool:
+def is_redis_pubsub(layer: Any) -> bool:
     # Never imported here: a process on another layer does not load redis-py (~15 MiB).
     pubsub = sys.modules.get("channels_redis.pubsub")
     return pubsub is not None and isinstance(layer, pubsub.RedisPubSubChannelLayer)
@@ -30,7 +30,7 @@ def _is_redis_pubsub(layer: Any) -> bool:
 async def group_send_many(layer: Any, messages: Sequence[tuple[str, dict[str, Any]]]) -> None:
     """``layer.group_send(group, message)`` for each pair, in as few round trips as the layer
     allows. Raises what the layer raised (the caller decides what a lost message costs)."""
-    if not _is_redis_pubsub(layer):
+    if not is_redis_pubsub(layer):
         if isinstance(layer, InMemoryChannelLayer):
             # Its followers are in this process: a group nobody joined has no one to deliver
             # to, and its group_send would still walk every channel and group for expiry and

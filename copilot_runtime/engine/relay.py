@@ -20,6 +20,7 @@ from channels.layers import get_channel_layer
 from conversations.selectors import run_log_read
 from conversations.services.runs import LoggedEvent
 from conversations.store import turn_store
+from copilot_runtime.engine.claims import claim_in_layer_announcing
 from copilot_runtime.engine.layer_groups import GroupListener, leave_quietly
 from copilot_runtime.engine.layer_publish import group_send_many
 from copilot_runtime.engine.replies import ReplySlot, announcements
@@ -61,6 +62,14 @@ async def announce_batch(run_id: str, events: list[LoggedEvent]) -> None:
             await group_send_many(layer, messages)
     except Exception:  # a layer outage must not fail the run; followers read the log
         logger.warning("could not announce a batch of run %s", run_id, exc_info=True)
+
+
+async def announce_claiming(run_id: str, events: list[LoggedEvent]) -> bool | None:
+    """``announce_batch`` for a run's first announcement, which also takes the run's claim in
+    Redis (copilot_runtime/engine/claims.py): sent only if the claim is taken. None: the claim
+    cannot ride on it (nothing sent). Raises what Redis raised."""
+    messages = announcements(run_id, run_group(run_id), _batch_message(events))
+    return await claim_in_layer_announcing(run_id, messages)
 
 
 async def announce_batches(batches: Sequence[tuple[str, list[LoggedEvent]]]) -> None:

@@ -33,6 +33,7 @@ from conversations.store.types import (
     PreparedTurn,
     Progress,
     RunProgress,
+    RunStart,
     SpanWrite,
     TurnRecord,
 )
@@ -869,6 +870,85 @@ async def test_heartbeats_tell_which_runs_were_asked_to_stop(pg: PgTurnStore) ->
     await Run.objects.filter(pk=runs[1]).aupdate(cancel_requested=True)
     assert await pg.heartbeats(run_ids=runs) == {runs[1]}
     assert await Run.objects.filter(pk__in=runs, heartbeat_at=None).acount() == 0
+
+
+def started_row(run_id: str) -> tuple[Any, ...]:
+    run = Run.objects.get(pk=run_id)
+    return (run.status, run.started_at, run.heartbeat_at, run.attempts, run.model)
+
+
+async def test_a_start_carried_by_a_runs_writes_is_recorded_once_like_the_orm_records_it(
+    pg: PgTurnStore,
+) -> None:
+    """A run claimed outside the database (engine/claims.py) is recorded running by its first
+    write, or, written first with its end, goes straight from pending to that end."""
+    orm = OrmTurnStore()
+    started = dt.datetime(2026, 1, 1, 12, 0, 0, 250000, tzinfo=dt.UTC)
+    later = RunStart(started_at=started + dt.timedelta(seconds=5), model="other")
+    seen = []
+    for store, prefix in ((pg, "start-sql"), (orm, "start-orm")):
+        long = await store.prepare(turn=record(f"{prefix}-long", history("q")), reap=never_reap)
+        short = await store.prepare(turn=record(f"{prefix}-short", history("q")), reap=never_reap)
+        first_batch = Progress(
+            events=[LoggedEvent(seq=1, type="text_start", payload={"message_id": "a"})],
+            messages=[],
+            agent_states=[],
+            start=RunStart(started_at=started, model="gpt-x"),
+        )
+        end = finished()
+        end.start = RunStart(started_at=started, model="gpt-y")
+        await store.record_many(
+            entries=[
+                RunProgress(long.run_id, long.thread_pk, first_batch),
+                RunProgress(short.run_id, None, end),
+            ]
+        )
+        long_running = await sync_to_async(started_row)(long.run_id)
+        # A write carrying the start again (a retried batch) changes nothing of it.
+        again = finished()
+        again.start = later
+        await store.record(run_id=long.run_id, thread_pk=long.thread_pk, progress=again)
+        seen.append(
+            (
+                long_running,
+                await sync_to_async(started_row)(long.run_id),
+                await sync_to_async(started_row)(short.run_id),
+            )
+        )
+
+    assert seen[0] == seen[1]
+    long_running, long_ended, short_ended = seen[0]
+    assert long_running == (RunStatus.RUNNING, started, started, 1, "gpt-x")
+    assert long_ended == (RunStatus.SUCCEEDED, started, started, 1, "gpt-x")
+    assert short_ended == (RunStatus.SUCCEEDED, started, started, 1, "gpt-y")
+
+
+async def test_a_heartbeat_records_a_runs_start_not_recorded_yet_like_the_orm(
+    pg: PgTurnStore,
+) -> None:
+    orm = OrmTurnStore()
+    seen = []
+    for store, prefix in ((pg, "hb-start-sql"), (orm, "hb-start-orm")):
+        claimed = await store.prepare(turn=record(f"{prefix}-c", history("a")), reap=never_reap)
+        running = await store.prepare(turn=record(f"{prefix}-r", history("a")), reap=never_reap)
+        await store.mark_running(run_id=running.run_id, model="m")
+        marked = await sync_to_async(started_row)(running.run_id)
+        runs = [claimed.run_id, running.run_id]
+
+        assert await store.heartbeats(run_ids=runs) == set()
+        first = await sync_to_async(started_row)(claimed.run_id)
+        assert await store.heartbeats(run_ids=runs) == set()
+        second = await sync_to_async(started_row)(claimed.run_id)
+        other = await sync_to_async(started_row)(running.run_id)
+        seen.append((first, second, marked, other))
+
+    for first, second, marked, other in seen:
+        assert first[0] == RunStatus.RUNNING and first[3] == 1
+        assert first[1] is not None and first[2] is not None
+        # Recorded once: the next beat renews the heartbeat alone.
+        assert second[:2] == first[:2] and second[3] == 1 and second[2] >= first[2]
+        # A run marked running keeps its start and attempts.
+        assert other[0] == RunStatus.RUNNING and other[1] == marked[1] and other[3] == 1
 
 
 async def test_spans_and_cost_are_stored(pg: PgTurnStore) -> None:

@@ -5,23 +5,34 @@ asking the model put a database round trip before every relayed first token. A f
 (the broker says so) now asks the model at once, and counts as a turn whose write is in flight:
 nothing of it is written, announced or acted on before the claim commits, and nothing at all
 when the run was not pending (a duplicate, or a run stopped before it started).
+
+A fresh first delivery on Redis's pub/sub layer claims the run in Redis instead, and its start
+is recorded with its first write (copilot_runtime/engine/claims.py): the last tests here.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
 import pytest
+from channels.layers import get_channel_layer
 from django.contrib.auth.models import AnonymousUser
 from django.db import OperationalError
+from django.test import override_settings
 
 from conversations.models import Message, Run, RunEvent, RunStatus
 from conversations.store import turn_store
 from conversations.store.types import PreparedTurn
+from copilot_runtime.engine import run_claim
+from copilot_runtime.engine.claims import claim_in_layer
 from copilot_runtime.engine.execute import run_execute
 from copilot_runtime.engine.heartbeats import heartbeat_for_loop
+from copilot_runtime.engine.relay import run_group
 from copilot_runtime.engine.service import turn_prepare
 from copilot_runtime.events.request import TurnRequest
 from copilot_runtime.graphql.turn_input import parse_generate_input
@@ -41,21 +52,23 @@ def store(request: pytest.FixtureRequest) -> str:
 CLAIM_DELAY_SECONDS = 0.3
 
 
-def _request(thread_id: str) -> TurnRequest:
-    directive = "FAKE: " + orjson.dumps({"tokens": 5, "delay_ms": 0}).decode()
+def _request(thread_id: str, *, tokens: int = 5, delay_ms: int = 0) -> TurnRequest:
+    directive = "FAKE: " + orjson.dumps({"tokens": tokens, "delay_ms": delay_ms}).decode()
     data = generate_data(thread_id=thread_id, messages=[text_input("u1", directive)])
     return parse_generate_input(data, {})
 
 
-async def _prepared(thread_id: str) -> tuple[PreparedTurn, TurnRequest]:
+async def _prepared(thread_id: str, **directive: int) -> tuple[PreparedTurn, TurnRequest]:
     """A pending run, as the web process leaves it for a worker."""
-    request = _request(thread_id)
+    request = _request(thread_id, **directive)
     prepared = await turn_prepare(user=AnonymousUser(), request=request, protocol="graphql")
     assert prepared.stored is None
     return prepared, request
 
 
-async def _execute(prepared: PreparedTurn, request: TurnRequest) -> str:
+async def _execute(
+    prepared: PreparedTurn, request: TurnRequest, *, claim_in_redis: bool = False
+) -> str:
     return await asyncio.wait_for(
         run_execute(
             run_id=prepared.run_id,
@@ -63,6 +76,7 @@ async def _execute(prepared: PreparedTurn, request: TurnRequest) -> str:
             request=request,
             prepared=prepared,
             claim_while_streaming=True,
+            claim_in_redis=claim_in_redis,
         ),
         30,
     )
@@ -198,3 +212,211 @@ async def test_a_claim_the_database_fails_stores_nothing_and_is_logged(
     assert f"claiming run {prepared.run_id} failed" in caplog.text
     events, messages, (status, attempts, _finished_at) = await _stored(prepared.run_id)
     assert (events, messages, status, attempts) == ([], [], RunStatus.PENDING, 0)
+
+
+# --- claimed in Redis ---------------------------------------------------------------------
+
+REDIS_TEST_DATABASE = 12  # apart from the layer tests' (13, 14) and the e2e modules' (1, 2, ...)
+
+
+@pytest.fixture
+async def pubsub_layer() -> AsyncIterator[Any]:
+    base = os.environ.get("TEST_REDIS_URL")
+    if not base:
+        pytest.fail("TEST_REDIS_URL is not set: run the suite with scripts/test.sh")
+    url = base.rsplit("/", 1)[0] + f"/{REDIS_TEST_DATABASE}"
+    backend = "channels_redis.pubsub.RedisPubSubChannelLayer"
+    config = {"default": {"BACKEND": backend, "CONFIG": {"hosts": [url]}}}
+    with override_settings(CHANNEL_LAYERS=config):
+        layer = get_channel_layer()
+        try:
+            yield layer
+        finally:
+            await layer.flush()
+
+
+@pytest.fixture
+def never_marked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The runs the database was asked to mark running (a claim taken in Redis asks none)."""
+    marked: list[str] = []
+    store_class = type(turn_store())
+    mark_running = store_class.mark_running
+
+    async def counting(self: Any, *, run_id: str, model: str) -> bool:
+        marked.append(run_id)
+        return await mark_running(self, run_id=run_id, model=model)
+
+    monkeypatch.setattr(store_class, "mark_running", counting)
+    return marked
+
+
+@contextlib.asynccontextmanager
+async def _told(layer: Any, run_id: str) -> AsyncIterator[list[Any]]:
+    """What is announced of ``run_id`` while the block runs (and just after it)."""
+    channel = await layer.new_channel()
+    await layer.group_add(run_group(run_id), channel)
+    heard: list[Any] = []
+
+    async def listen() -> None:
+        while True:
+            heard.append(await layer.receive(channel))
+
+    listening = asyncio.ensure_future(listen())
+    try:
+        yield heard
+        await asyncio.sleep(0.2)  # what was announced has arrived
+    finally:
+        listening.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await listening
+
+
+async def test_a_run_claimed_in_redis_goes_from_pending_to_its_end_in_its_one_write(
+    model_on_the_fake: None, pubsub_layer: Any, never_marked: list[str]
+) -> None:
+    prepared, request = await _prepared("redis-claim-short")
+    async with _told(pubsub_layer, prepared.run_id) as heard:
+        assert await _execute(prepared, request, claim_in_redis=True) == RunStatus.SUCCEEDED
+
+    assert never_marked == []
+    events, messages, (status, attempts, finished_at) = await _stored(prepared.run_id)
+    assert events[-1] == "run_finished" and "text_delta" in events
+    assert messages == ["assistant"]
+    assert (status, attempts) == (RunStatus.SUCCEEDED, 1)
+    run = await Run.objects.aget(pk=prepared.run_id)
+    assert run.started_at is not None and finished_at is not None
+    assert run.started_at <= finished_at and run.heartbeat_at == run.started_at
+    assert run.model != ""  # recorded with the start (the adapter's default model here)
+    assert heard  # its followers were told
+    # Taken: another delivery of the task is refused.
+    assert await claim_in_layer(prepared.run_id) is False
+
+
+async def test_a_run_claimed_in_redis_is_recorded_running_by_its_first_write(
+    model_on_the_fake: None, pubsub_layer: Any, never_marked: list[str]
+) -> None:
+    prepared, request = await _prepared("redis-claim-long", tokens=12, delay_ms=60)
+    execution = asyncio.ensure_future(_execute(prepared, request, claim_in_redis=True))
+    try:
+
+        async def running() -> Run:
+            while True:
+                run = await Run.objects.aget(pk=prepared.run_id)
+                if run.status != RunStatus.PENDING:
+                    return run
+                await asyncio.sleep(0.01)
+
+        # Recorded by the run's first batch, while the model still streams.
+        run = await asyncio.wait_for(running(), 5)
+        assert run.status == RunStatus.RUNNING and not execution.done()
+        assert run.started_at is not None and run.attempts == 1
+        assert run.heartbeat_at is not None
+        assert await RunEvent.objects.filter(run_id=prepared.run_id).aexists()
+    finally:
+        assert await execution == RunStatus.SUCCEEDED
+    assert never_marked == []
+    ended = await Run.objects.aget(pk=prepared.run_id)
+    assert (ended.status, ended.attempts, ended.started_at) == (
+        RunStatus.SUCCEEDED,
+        1,
+        run.started_at,
+    )
+
+
+async def test_a_delivery_whose_run_redis_gave_another_stores_and_tells_nothing(
+    model_on_the_fake: None, pubsub_layer: Any, never_marked: list[str]
+) -> None:
+    prepared, request = await _prepared("redis-claim-duplicate")
+    assert await claim_in_layer(prepared.run_id) is True  # the other delivery's
+    async with _told(pubsub_layer, prepared.run_id) as heard:
+        assert await _execute(prepared, request, claim_in_redis=True) == ""
+
+    assert heard == [] and never_marked == []
+    assert await _stored(prepared.run_id) == ([], [], (RunStatus.PENDING, 0, None))
+
+
+async def test_a_claim_redis_cannot_take_is_taken_in_the_database(
+    model_on_the_fake: None,
+    pubsub_layer: Any,
+    never_marked: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    prepared, request = await _prepared("redis-claim-unreachable")
+
+    async def unreachable(run_id: str, *_: Any) -> bool | None:
+        raise ConnectionError("Redis went away")
+
+    # Neither on its own nor with the first token's announcement.
+    monkeypatch.setattr(run_claim, "claim_in_layer", unreachable)
+    monkeypatch.setattr(run_claim, "announce_claiming", unreachable)
+
+    assert await _execute(prepared, request, claim_in_redis=True) == RunStatus.SUCCEEDED
+
+    assert never_marked == [prepared.run_id]
+    assert f"claiming run {prepared.run_id} in Redis failed" in caplog.text
+    events, _messages, (status, attempts, _finished_at) = await _stored(prepared.run_id)
+    assert events[-1] == "run_finished" and (status, attempts) == (RunStatus.SUCCEEDED, 1)
+
+
+async def test_without_redis_a_fresh_first_delivery_claims_in_the_database(
+    model_on_the_fake: None, never_marked: list[str]
+) -> None:
+    prepared, request = await _prepared("redis-claim-no-layer")
+
+    assert await _execute(prepared, request, claim_in_redis=True) == RunStatus.SUCCEEDED
+
+    assert never_marked == [prepared.run_id]
+    assert await claim_in_layer(prepared.run_id) is None
+
+
+@pytest.fixture
+def claims_alone(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The runs whose Redis claim was taken on its own, not with an announcement."""
+    alone: list[str] = []
+
+    async def counting(run_id: str) -> bool | None:
+        alone.append(run_id)
+        return await claim_in_layer(run_id)
+
+    monkeypatch.setattr(run_claim, "claim_in_layer", counting)
+    return alone
+
+
+async def test_the_claim_rides_on_the_first_tokens_announcement(
+    model_on_the_fake: None,
+    pubsub_layer: Any,
+    never_marked: list[str],
+    claims_alone: list[str],
+) -> None:
+    prepared, request = await _prepared("redis-claim-folded")
+    async with _told(pubsub_layer, prepared.run_id) as heard:
+        assert await _execute(prepared, request, claim_in_redis=True) == RunStatus.SUCCEEDED
+
+    # No claim of its own, in Redis or in the database: the first token's announcement took
+    # it, and was heard first.
+    assert claims_alone == [] and never_marked == []
+    assert await claim_in_layer(prepared.run_id) is False
+    first = heard[0]["events"]
+    assert "text_delta" in [event_type for _seq, event_type, _payload in first]
+    assert heard[-1]["events"][-1][1] == "run_finished"
+    events, _messages, (status, attempts, _finished_at) = await _stored(prepared.run_id)
+    assert events[-1] == "run_finished" and (status, attempts) == (RunStatus.SUCCEEDED, 1)
+
+
+async def test_a_model_slower_than_the_fold_window_claims_on_its_own_first(
+    model_on_the_fake: None,
+    pubsub_layer: Any,
+    never_marked: list[str],
+    claims_alone: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(run_claim, "CLAIM_FOLD_SECONDS", 0.0)
+    prepared, request = await _prepared("redis-claim-alone", tokens=3, delay_ms=100)
+    async with _told(pubsub_layer, prepared.run_id) as heard:
+        assert await _execute(prepared, request, claim_in_redis=True) == RunStatus.SUCCEEDED
+
+    assert claims_alone == [prepared.run_id] and never_marked == []
+    assert heard and heard[-1]["events"][-1][1] == "run_finished"
+    events, _messages, (status, attempts, _finished_at) = await _stored(prepared.run_id)
+    assert "text_delta" in events and (status, attempts) == (RunStatus.SUCCEEDED, 1)

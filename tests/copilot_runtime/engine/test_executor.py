@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -222,6 +223,41 @@ async def test_a_run_that_raises_lets_the_others_of_its_task_end_then_fails_the_
 
     assert started == ["fine-1", "broken", "fine-2"]
     assert ended == ["fine-1", "fine-2"]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("first_delivery", "queued_ago", "in_redis"),
+    [
+        pytest.param(True, 0.0, True, id="a fresh first delivery"),
+        pytest.param(True, 20.0, False, id="a first delivery queued long ago"),
+        pytest.param(False, 0.0, False, id="a delivery made again"),
+    ],
+)
+async def test_only_a_fresh_first_delivery_claims_its_run_in_redis(
+    celery_executor: Celery,
+    monkeypatch: pytest.MonkeyPatch,
+    first_delivery: bool,
+    queued_ago: float,
+    in_redis: bool,
+) -> None:
+    run_id, placement = await _queued(celery_executor, "claimed-where", [])
+    # Queued by the web process a moment ago; PENDING_TIMEOUT_SECONDS is 30 by default.
+    assert 0 <= time.time() - placement["queued_at"] < 5
+    placement["queued_at"] -= queued_ago
+    asked: list[dict[str, Any]] = []
+
+    async def execute(**kwargs: Any) -> str:
+        asked.append(kwargs)
+        return RunStatus.SUCCEEDED
+
+    monkeypatch.setattr(executor, "run_execute", execute)
+
+    await run_execute_stored(run_id=run_id, placement=placement, first_delivery=first_delivery)
+
+    [kwargs] = asked
+    assert kwargs["claim_while_streaming"] is first_delivery
+    assert kwargs["claim_in_redis"] is in_redis
 
 
 @pytest.mark.django_db(transaction=True)

@@ -1,0 +1,76 @@
+"""Where a worker's first delivery of a run claims it (copilot_runtime/engine/claims.py)."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from channels.layers import get_channel_layer
+from django.test import override_settings
+
+from copilot_runtime.engine.claims import KEY_PREFIX, claim_in_layer, claim_in_layer_allowed
+
+REDIS_TEST_DATABASE = 12  # shared with test_claim_while_streaming: run ids never repeat
+
+
+@pytest.fixture
+async def pubsub_layer() -> AsyncIterator[Any]:
+    base = os.environ.get("TEST_REDIS_URL")
+    if not base:
+        pytest.fail("TEST_REDIS_URL is not set: run the suite with scripts/test.sh")
+    url = base.rsplit("/", 1)[0] + f"/{REDIS_TEST_DATABASE}"
+    backend = "channels_redis.pubsub.RedisPubSubChannelLayer"
+    config = {"default": {"BACKEND": backend, "CONFIG": {"hosts": [url]}}}
+    with override_settings(CHANNEL_LAYERS=config):
+        layer = get_channel_layer()
+        try:
+            yield layer
+        finally:
+            await layer.flush()
+
+
+async def test_the_first_claim_on_a_run_takes_it_and_every_other_is_refused(
+    pubsub_layer: Any,
+) -> None:
+    run_id, other = str(uuid.uuid4()), str(uuid.uuid4())
+
+    assert await claim_in_layer(run_id) is True
+    assert await claim_in_layer(run_id) is False
+    assert await claim_in_layer(other) is True
+
+    shard = pubsub_layer._get_layer()._get_shard(KEY_PREFIX + run_id)
+    # Kept until no fresh delivery of the task can come (PENDING_TIMEOUT_SECONDS, 30).
+    assert 0 < await shard._redis.ttl(KEY_PREFIX + run_id) <= 30
+
+
+async def test_on_another_channel_layer_the_claim_is_left_to_the_database() -> None:
+    assert await claim_in_layer(str(uuid.uuid4())) is None  # the tests' in-memory layer
+
+
+@pytest.mark.parametrize(
+    ("placement", "allowed"),
+    [
+        pytest.param({"queued_at": 0.0}, True, id="queued now"),
+        pytest.param({"queued_at": -14.0}, True, id="queued 14 s ago"),
+        pytest.param({"queued_at": -16.0}, False, id="queued 16 s ago"),
+        pytest.param({}, False, id="a task of an earlier version"),
+        pytest.param({"queued_at": "soon"}, False, id="not a time"),
+        pytest.param(None, False, id="no placement"),
+    ],
+)
+def test_a_first_delivery_claims_in_redis_only_while_its_task_is_fresh(
+    placement: dict[str, Any] | None, allowed: bool
+) -> None:
+    if placement is not None and isinstance(placement.get("queued_at"), float):
+        placement = {"queued_at": time.time() + placement["queued_at"]}
+    assert claim_in_layer_allowed(placement) is allowed
+
+
+def test_fresh_is_half_the_pending_timeout() -> None:
+    with override_settings(COPILOT_RUNTIME={"PENDING_TIMEOUT_SECONDS": 4}):
+        assert claim_in_layer_allowed({"queued_at": time.time() - 1.5}) is True
+        assert claim_in_layer_allowed({"queued_at": time.time() - 2.5}) is False
