@@ -113,9 +113,6 @@ class FoldedClaim:
         self.announced = bool(taken)
         return taken
 
-    def close(self) -> None:
-        self._timer.cancel()
-
     def _begin(self, taking: Coroutine[Any, Any, bool | None]) -> None:
         if self._begun:
             taking.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 import uuid
@@ -12,7 +13,12 @@ import pytest
 from channels.layers import get_channel_layer
 from django.test import override_settings
 
-from copilot_runtime.engine.claims import KEY_PREFIX, claim_in_layer, claim_in_layer_allowed
+from copilot_runtime.engine.claims import (
+    KEY_PREFIX,
+    claim_in_layer,
+    claim_in_layer_allowed,
+    claim_in_layer_announcing,
+)
 
 REDIS_TEST_DATABASE = 12  # shared with test_claim_while_streaming: run ids never repeat
 
@@ -74,3 +80,45 @@ def test_fresh_is_half_the_pending_timeout() -> None:
     with override_settings(COPILOT_RUNTIME={"PENDING_TIMEOUT_SECONDS": 4}):
         assert claim_in_layer_allowed({"queued_at": time.time() - 1.5}) is True
         assert claim_in_layer_allowed({"queued_at": time.time() - 2.5}) is False
+
+
+async def test_the_announcement_carrying_a_claim_goes_out_only_with_the_claim(
+    pubsub_layer: Any,
+) -> None:
+    run_id = str(uuid.uuid4())
+    channel = await pubsub_layer.new_channel()
+    await pubsub_layer.group_add("claims-heard", channel)
+    message = {"type": "run.batch", "events": [[1, "text_delta", {"delta": "hi"}]]}
+
+    assert await claim_in_layer_announcing(run_id, [("claims-heard", message)]) is True
+    assert await asyncio.wait_for(pubsub_layer.receive(channel), 5) == message
+    # Taken: a second delivery's announcement is refused, and nothing of it is sent.
+    refused = {"type": "run.batch", "events": [[1, "text_delta", {"delta": "twice"}]]}
+    assert await claim_in_layer_announcing(run_id, [("claims-heard", refused)]) is False
+    assert await claim_in_layer(run_id) is False
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(pubsub_layer.receive(channel), 0.3)
+
+
+async def test_a_claim_whose_announcement_spans_two_redis_servers_is_taken_alone() -> None:
+    base = os.environ["TEST_REDIS_URL"].rsplit("/", 1)[0]
+    hosts = [f"{base}/{REDIS_TEST_DATABASE}", f"{base}/{REDIS_TEST_DATABASE - 1}"]
+    backend = "channels_redis.pubsub.RedisPubSubChannelLayer"
+    config = {"default": {"BACKEND": backend, "CONFIG": {"hosts": hosts}}}
+    with override_settings(CHANNEL_LAYERS=config):
+        layer = get_channel_layer()
+        try:
+            loop_layer = layer._get_layer()
+            # A run whose claim is on one server, with a group on the other.
+            run_id, group = next(
+                (run_id, group)
+                for run_id in (str(uuid.uuid4()) for _ in range(200))
+                for group in (f"g{n}" for n in range(50))
+                if loop_layer._get_shard(KEY_PREFIX + run_id)
+                is not loop_layer._get_shard(loop_layer._get_group_channel_name(group))
+            )
+            assert await claim_in_layer_announcing(run_id, [(group, {"type": "x"})]) is None
+            # Nothing was set: the claim is still to be taken.
+            assert await claim_in_layer(run_id) is True
+        finally:
+            await layer.flush()
