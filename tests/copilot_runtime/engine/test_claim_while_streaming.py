@@ -14,16 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
 import pytest
-from channels.layers import get_channel_layer
 from django.contrib.auth.models import AnonymousUser
 from django.db import OperationalError
-from django.test import override_settings
 
 from conversations.models import Message, Run, RunEvent, RunStatus
 from conversations.store import turn_store
@@ -215,24 +212,6 @@ async def test_a_claim_the_database_fails_stores_nothing_and_is_logged(
 
 
 # --- claimed in Redis ---------------------------------------------------------------------
-
-REDIS_TEST_DATABASE = 12  # apart from the layer tests' (13, 14) and the e2e modules' (1, 2, ...)
-
-
-@pytest.fixture
-async def pubsub_layer() -> AsyncIterator[Any]:
-    base = os.environ.get("TEST_REDIS_URL")
-    if not base:
-        pytest.fail("TEST_REDIS_URL is not set: run the suite with scripts/test.sh")
-    url = base.rsplit("/", 1)[0] + f"/{REDIS_TEST_DATABASE}"
-    backend = "channels_redis.pubsub.RedisPubSubChannelLayer"
-    config = {"default": {"BACKEND": backend, "CONFIG": {"hosts": [url]}}}
-    with override_settings(CHANNEL_LAYERS=config):
-        layer = get_channel_layer()
-        try:
-            yield layer
-        finally:
-            await layer.flush()
 
 
 @pytest.fixture

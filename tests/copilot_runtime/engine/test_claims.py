@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -19,24 +17,7 @@ from copilot_runtime.engine.claims import (
     claim_in_layer_allowed,
     claim_in_layer_announcing,
 )
-
-REDIS_TEST_DATABASE = 12  # shared with test_claim_while_streaming: run ids never repeat
-
-
-@pytest.fixture
-async def pubsub_layer() -> AsyncIterator[Any]:
-    base = os.environ.get("TEST_REDIS_URL")
-    if not base:
-        pytest.fail("TEST_REDIS_URL is not set: run the suite with scripts/test.sh")
-    url = base.rsplit("/", 1)[0] + f"/{REDIS_TEST_DATABASE}"
-    backend = "channels_redis.pubsub.RedisPubSubChannelLayer"
-    config = {"default": {"BACKEND": backend, "CONFIG": {"hosts": [url]}}}
-    with override_settings(CHANNEL_LAYERS=config):
-        layer = get_channel_layer()
-        try:
-            yield layer
-        finally:
-            await layer.flush()
+from tests.copilot_runtime.engine.conftest import CLAIMS_REDIS_DATABASE, claims_redis_url
 
 
 async def test_the_first_claim_on_a_run_takes_it_and_every_other_is_refused(
@@ -101,8 +82,7 @@ async def test_the_announcement_carrying_a_claim_goes_out_only_with_the_claim(
 
 
 async def test_a_claim_whose_announcement_spans_two_redis_servers_is_taken_alone() -> None:
-    base = os.environ["TEST_REDIS_URL"].rsplit("/", 1)[0]
-    hosts = [f"{base}/{REDIS_TEST_DATABASE}", f"{base}/{REDIS_TEST_DATABASE - 1}"]
+    hosts = [claims_redis_url(), claims_redis_url(CLAIMS_REDIS_DATABASE - 1)]
     backend = "channels_redis.pubsub.RedisPubSubChannelLayer"
     config = {"default": {"BACKEND": backend, "CONFIG": {"hosts": hosts}}}
     with override_settings(CHANNEL_LAYERS=config):
