@@ -134,7 +134,9 @@ class FoldedClaim:
             return
         if claiming.cancelled():
             self.stored.cancel()
-        elif claiming.exception() is not None:
-            self.stored.set_exception(claiming.exception())  # type: ignore[arg-type]
+            return
+        error = claiming.exception()
+        if error is not None:
+            self.stored.set_exception(error)
         else:
             self.stored.set_result(None)
