@@ -226,8 +226,15 @@ class Run(models.Model):
 class RunEvent(models.Model):
     """The durable, ordered log of a run's canonical events (consecutive ``seq`` from 1)."""
 
+    # No foreign-key constraint in the database (nor on ``Span.run``). A run's batches insert
+    # about nine log and span rows, and the database checked each against the run's row with a
+    # trigger of its own (a locking read of the run per row): about a sixth of PostgreSQL's CPU
+    # per turn at 50 conversations (benchmarks/README.md). Only the run's own executor writes
+    # these rows, for a run it has just created or read. Django still deletes them with their
+    # run (``on_delete`` is the ORM's, not the database's) and retention deletes them first; a
+    # run deleted by hand in SQL leaves its log behind, where a constraint would have refused.
     run = models.ForeignKey(  # runevent_unique_seq leads with the run
-        Run, on_delete=models.CASCADE, related_name="events", db_index=False
+        Run, on_delete=models.CASCADE, related_name="events", db_index=False, db_constraint=False
     )
     seq = models.PositiveIntegerField()
     type = models.CharField(max_length=48)
@@ -257,8 +264,9 @@ class Span(models.Model):
     trace_id = models.CharField(max_length=32)
     span_id = models.CharField(max_length=16)
     parent_span_id = models.CharField(max_length=16, blank=True, default="")
+    # No foreign-key constraint in the database: see ``RunEvent.run``.
     run = models.ForeignKey(  # span_run_time leads with the run
-        Run, on_delete=models.CASCADE, related_name="spans", db_index=False
+        Run, on_delete=models.CASCADE, related_name="spans", db_index=False, db_constraint=False
     )
     kind = models.CharField(max_length=16, choices=SpanKind)
     name = models.CharField(max_length=255)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from conversations.models import AgentState, Message, Run, RunEvent, RunStatus, Span, Thread
@@ -141,6 +141,52 @@ def test_deleting_a_thread_deletes_its_conversation() -> None:
     assert not AgentState.objects.exists()
     assert not Run.objects.exists()
     assert not RunEvent.objects.exists()
+
+
+def _span(run: Run, span_id: str) -> Span:
+    return Span.objects.create(
+        trace_id="t" * 32,
+        span_id=span_id,
+        run=run,
+        kind="run",
+        name="invoke_agent default",
+        started_at=timezone.now(),
+    )
+
+
+def test_deleting_a_run_deletes_its_log_and_spans_and_nothing_of_another_run() -> None:
+    # The ORM's cascade: the database holds no constraint between these rows and their run.
+    thread = thread_create()
+    run, other = (run_row(thread=thread, status="succeeded") for _ in range(2))
+    for owner in (run, other):
+        RunEvent.objects.create(run=owner, seq=1, type="RUN_STARTED")
+        _span(owner, owner.id[:16])
+
+    run.delete()
+
+    assert list(RunEvent.objects.values_list("run_id", flat=True)) == [other.id]
+    assert list(Span.objects.values_list("run_id", flat=True)) == [other.id]
+
+
+def _foreign_keys(model: type) -> dict[str, tuple[str, str]]:
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(cursor, model._meta.db_table)
+    return {
+        found["columns"][0]: found["foreign_key"]
+        for found in constraints.values()
+        if found["foreign_key"]
+    }
+
+
+def test_only_the_run_log_and_spans_reference_their_run_without_a_database_constraint() -> None:
+    """Every event and span row was checked against its run by a trigger of its own, on
+    every turn's hot path (conversations/models.py, ``RunEvent.run``); the conversation's own
+    rows keep their constraints."""
+    assert "run_id" not in _foreign_keys(RunEvent)
+    assert "run_id" not in _foreign_keys(Span)
+    assert _foreign_keys(Message)["run_id"] == (Run._meta.db_table, "id")
+    assert _foreign_keys(Message)["thread_id"] == (Thread._meta.db_table, "id")
+    assert _foreign_keys(Run)["thread_id"] == (Thread._meta.db_table, "id")
 
 
 def test_string_forms_name_the_row() -> None:

@@ -825,6 +825,11 @@ async def test_several_runs_progress_is_one_statement_that_fails_as_a_whole(
     pg: PgTurnStore,
 ) -> None:
     prepared = await pg.prepare(turn=record("many-fail", history("q")), reap=never_reap)
+    other = await pg.prepare(turn=record("many-fail-2", history("q")), reap=never_reap)
+    logged = Progress(
+        events=[LoggedEvent(seq=1, type="text_start", payload={})], messages=[], agent_states=[]
+    )
+    await pg.record_many(entries=[RunProgress(other.run_id, other.thread_pk, logged)])
     with pytest.raises(IntegrityError):
         await pg.record_many(
             entries=[
@@ -838,15 +843,8 @@ async def test_several_runs_progress_is_one_statement_that_fails_as_a_whole(
                         first_token_at=timezone.now(),
                     ),
                 ),
-                RunProgress(
-                    "no-such-run",
-                    None,
-                    Progress(
-                        events=[LoggedEvent(seq=1, type="text_start", payload={})],
-                        messages=[],
-                        agent_states=[],
-                    ),
-                ),
+                # The other run's first event again: its log refuses a second seq 1.
+                RunProgress(other.run_id, other.thread_pk, logged),
             ]
         )
     assert await RunEvent.objects.filter(run_id=prepared.run_id).acount() == 0
