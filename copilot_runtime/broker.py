@@ -12,13 +12,13 @@ again), and later removes that record. On this transport, as kombu 5.6 ships it:
 
 Here one client serves a channel's records and removals (a redis-py client is safe to share
 across threads: each command takes a connection from the pool), and a message of plain JSON
-is read with orjson, its record made of the very bytes it was read from; a task's body is
-read with orjson too, which Celery decodes twice, through
-kombu's serializer registry (a process using this transport decodes every ``json`` body with
-``json_loads``). A message holding kombu's own marked types (``__type__``: dates, UUIDs,
-decimals a task put in its headers), NaN or an integer past 64 bits is read and written by
-kombu's JSON as before. The record is the same JSON value either way: kombu reads it back to
-deliver the message again (tests/copilot_runtime/test_broker.py, on a real Redis).
+is read with orjson and recorded as the very bytes it was read from. A task's body, which
+Celery decodes twice, is read with orjson too, through kombu's serializer registry (a process
+using this transport decodes every ``json`` body with ``json_loads``). A message holding
+kombu's own marked types (``__type__``: dates, UUIDs, decimals a task put in its headers), NaN
+or an integer past 64 bits is read and written by kombu's JSON as before. The record is the
+same JSON value either way: kombu reads it back to deliver the message again
+(tests/copilot_runtime/test_broker.py, on a real Redis).
 
 The standalone site sets it as Celery's ``broker_transport`` for a single ``redis://`` or
 ``rediss://`` broker (copilot_runtime/settings.py); a host project may set the same. It reaches
@@ -116,7 +116,7 @@ def record_json(raw: dict[str, Any], exchange: str, routing_key: str) -> bytes |
     cost the consumer thread about a tenth of its time (py-spy, a 40-message history)."""
     if type(raw) is PlainMessage:
         if raw.text:
-            route = orjson.dumps([exchange, routing_key])  # '["", "q"]': its items follow
+            route = orjson.dumps([exchange, routing_key])  # '["","q"]': its items follow
             return b"".join((b"[", raw.text, b",", route[1:]))
         return orjson.dumps([raw, exchange, routing_key])
     return kombu_dumps([raw, exchange, routing_key])
