@@ -98,7 +98,7 @@ EXECUTE_RUN_TASK = "copilot.execute_run"
 EXECUTE_RUNS_TASK = "copilot.execute_runs"
 
 
-def _hard_time_limit() -> float:
+def task_time_limit_seconds() -> float:
     # The run ends itself at RUN_TIME_LIMIT_SECONDS (and records its end); Celery's hard limit
     # is only the backstop for a worker that cannot even do that. A task's runs execute at
     # once, so several share the one limit.
@@ -113,7 +113,7 @@ def _task_arguments(run_id: str, placement: dict[str, Any] | None) -> dict[str, 
         # of send_task's time at 50 conversations, py-spy) and shows it to every log and
         # monitor.
         "argsrepr": repr([run_id]),
-        "time_limit": _hard_time_limit(),
+        "time_limit": task_time_limit_seconds(),
     }
 
 
@@ -122,7 +122,7 @@ def _runs_task_arguments(queued: Sequence[_QueuedRun]) -> dict[str, Any]:
     return {
         "args": [[[one.run_id, one.placement] for one in queued]],
         "argsrepr": repr([[one.run_id for one in queued]]),
-        "time_limit": _hard_time_limit(),
+        "time_limit": task_time_limit_seconds(),
     }
 
 

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import gc
-import sys
-import threading
 from typing import Any
 
 import pytest
@@ -31,55 +28,6 @@ class Consumer:
     def __init__(self, pool: Any) -> None:
         self.pool = pool
         self.timer = Timer()
-
-
-def test_runs_handed_over_by_several_task_threads_interleave_on_one_loop() -> None:
-    # Each run waits for the other's signal: they finish only if both are in progress at once.
-    signals: dict[str, asyncio.Event] = {}
-    ran_on: dict[str, str] = {}
-
-    async def run(name: str, other: str) -> str:
-        ran_on[name] = threading.current_thread().name
-        signals.setdefault(name, asyncio.Event()).set()
-        await signals.setdefault(other, asyncio.Event()).wait()
-        return name
-
-    results: dict[str, str] = {}
-
-    def task(name: str, other: str) -> None:
-        results[name] = tasks._run_on_process_loop(run(name, other))
-
-    threads = [
-        threading.Thread(target=task, args=("a", "b")),
-        threading.Thread(target=task, args=("b", "a")),
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(HANDOVER_TIMEOUT)
-
-    assert results == {"a": "a", "b": "b"}
-    assert ran_on == {"a": "copilot-runs", "b": "copilot-runs"}
-
-
-def test_the_runs_loop_is_uvloops_where_it_is_installed() -> None:
-    import uvloop
-
-    loop = tasks._process_loop()
-    assert isinstance(loop, uvloop.Loop)
-    assert loop.is_running()
-
-
-def test_without_uvloop_the_runs_loop_is_asyncios(monkeypatch: pytest.MonkeyPatch) -> None:
-    import uvloop
-
-    monkeypatch.setitem(sys.modules, "uvloop", None)  # as if not installed: the import fails
-    loop = tasks._new_loop()
-    try:
-        assert isinstance(loop, asyncio.BaseEventLoop)
-        assert not isinstance(loop, uvloop.Loop)
-    finally:
-        loop.close()
 
 
 @pytest.mark.usefixtures("collector_restored")

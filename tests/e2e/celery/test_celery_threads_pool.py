@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from conversations.models import RunStatus
-from tests.e2e.celery.support import converse_v1
+from tests.e2e.celery.support import converse_v1, in_background, log_entries, run_of_thread
 from tests.support.generate_e2e import (
     finished_run,
     wait_for,
@@ -25,6 +25,7 @@ pytestmark = pytest.mark.e2e
 CONVERSATIONS = 4
 WORDS = 12
 TOKEN_DELAY_MS = 60  # ~0.7 s per reply
+SLOW_TOKEN_DELAY_MS = 200  # ~2.6 s: told to stop mid-reply
 
 
 def worker_children(pid: int) -> list[str]:
@@ -80,4 +81,40 @@ def test_one_threads_pool_process_streams_several_runs_at_once(
     # Stopped, it closes what its loop opened (the model's HTTP pool, the database pools).
     worker.stop()
     assert worker.process.returncode == 0
+    assert "Unclosed" not in worker.log_text()
+
+
+def test_a_threads_pool_worker_told_to_stop_ends_its_run_before_it_exits(
+    live_server_factory: Any,
+    celery_worker_factory: Any,
+    celery_env: Any,
+    redis_url: str,
+    fake_upstream: FakeUpstream,
+) -> None:
+    # The consumer starts runs on the run loop itself (copilot_runtime/task_strategy.py), so
+    # Celery's pool has nothing to wait for: the process waits for the runs it started.
+    env = celery_env(redis_url)
+    worker = celery_worker_factory(env=env, pool="threads", concurrency=2)
+    server = live_server_factory(env=env)
+    thread_id = "threads-pool-warm-shutdown"
+    directive = {"text": answer(0), "delay_ms": SLOW_TOKEN_DELAY_MS}
+
+    with in_background(
+        lambda: converse_v1(server.url, thread_id=thread_id, directive=directive)
+    ) as reply:
+
+        def streaming() -> bool:
+            run = run_of_thread(thread_id)
+            return run is not None and any(
+                kind == "text_delta" for _, kind, _ in log_entries(run.pk)
+            )
+
+        wait_for(streaming, timeout=15, what="the worker to stream text")
+        worker.stop(grace_seconds=30)  # SIGTERM: Celery's warm shutdown
+        run_id, status, text = reply.result(timeout=30)
+
+    assert worker.process.returncode == 0
+    assert (status, text) == ("Success", answer(0))
+    assert finished_run(run_id).status == RunStatus.SUCCEEDED
+    assert worker.executed_runs() == ["succeeded"]
     assert "Unclosed" not in worker.log_text()

@@ -1,0 +1,114 @@
+"""The run tasks' way from a worker's consumer to the run loop (Celery's ``Task.Strategy``).
+
+Celery's default strategy makes each task message a ``Request``, which the threads pool runs
+on one of its threads; the run task's thread then hands its runs to the process's run loop and
+waits for them. In the celery shape (50 conversations, one threads-pool worker) the pool's
+threads held 8 % of the worker's GIL time and the default strategy's handler 3 % more (py-spy),
+and every turn's hop crossed one more thread. With the threads pool this strategy starts the
+task's coroutine on the run loop from the consumer itself and acknowledges the message when it
+ends, failed or not, as ``acks_late`` does. Any other pool gets Celery's default strategy: a
+prefork child executes its runs as before.
+
+What a run task started this way does not get from Celery: task signals (``task_received``,
+``task_prerun`` and the rest), task events (``-E``), a stored result (the site ignores them),
+``--autoscale`` and ``celery inspect active`` (the pool never sees the task). It keeps the
+worker's log lines (received, succeeded in, raised), the concurrency bound (``-c N``: up to N
+tasks execute at once), revocation (a revoked task is acknowledged and not run) and the warm
+shutdown (the process waits for the runs it started: copilot_runtime/run_loop.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from celery.app import trace
+from celery.concurrency.thread import TaskPool as ThreadTaskPool
+from celery.worker import state as worker_state
+from celery.worker.strategy import default
+from kombu.message import Message
+
+from copilot_runtime.run_loop import start_on_process_loop
+
+# Celery's own loggers for these lines, so a site's logging settings treat them alike.
+received_logger = logging.getLogger("celery.worker.strategy")
+trace_logger = logging.getLogger("celery.app.trace")
+
+Handler = Callable[..., Any]
+
+
+def on_the_run_loop(task: Any, app: Any, consumer: Any, **options: Any) -> Handler:
+    """The message handler of ``task`` (a run task: its ``coroutine`` makes its work from the
+    message's arguments) for ``consumer``'s worker."""
+    pool = consumer.pool
+    if not isinstance(pool, ThreadTaskPool):
+        return default(task, app, consumer, **options)
+    name: str = task.name
+    coroutine_for: Callable[..., Coroutine[Any, Any, Any]] = task.coroutine
+    connection_errors = consumer.connection_errors
+    # The pool's threads bound how many tasks execute at once; the loop takes their place.
+    slots = asyncio.Semaphore(pool.limit)
+
+    async def in_a_slot(work: Coroutine[Any, Any, Any]) -> Any:
+        async with slots:
+            return await work
+
+    def handle(message: Message, body: Any, ack: Any, reject: Any, callbacks: Any) -> None:
+        task_id = message.headers.get("id")
+        if task_id in worker_state.revoked:
+            received_logger.info("Discarding revoked task: %s[%s]", name, task_id)
+            ack(received_logger, connection_errors)
+            return
+        try:
+            args, kwargs, _ = message.decode() if body is None else body
+            redelivered = (message.delivery_info or {}).get("redelivered", False)
+            work = coroutine_for(*args, first_delivery=redelivered is False, **kwargs)
+        except Exception as error:  # a message no run task can execute: never retried
+            trace_logger.error(
+                "Task %s[%s] rejected: its message cannot be executed: %r",
+                name,
+                task_id,
+                error,
+                exc_info=True,
+            )
+            reject(trace_logger, connection_errors, requeue=False)
+            return
+        received_logger.info(trace.LOG_RECEIVED, {"name": name, "id": task_id})
+        began = time.monotonic()
+
+        def ended(future: Any) -> None:
+            runtime = time.monotonic() - began
+            error = None if future.cancelled() else future.exception()
+            if future.cancelled():
+                trace_logger.error("Task %s[%s] cancelled in %.3fs", name, task_id, runtime)
+            elif error is None:
+                trace_logger.info(
+                    trace.LOG_SUCCESS,
+                    {
+                        "name": name,
+                        "id": task_id,
+                        "runtime": runtime,
+                        "return_value": repr(future.result()),
+                    },
+                )
+            else:
+                trace_logger.error(
+                    trace.LOG_FAILURE,
+                    {
+                        "name": name,
+                        "id": task_id,
+                        "description": "raised unexpected",
+                        "exc": repr(error),
+                    },
+                    exc_info=error,
+                )
+            # On the consumer's thread, whose loop acknowledges the message (as the pool's
+            # acknowledgements do).
+            ack(trace_logger, connection_errors)
+
+        start_on_process_loop(in_a_slot(work)).add_done_callback(ended)
+
+    return handle
