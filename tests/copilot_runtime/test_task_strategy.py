@@ -26,9 +26,9 @@ from kombu.utils.imports import symbol_by_name
 
 from copilot_runtime import run_loop, task_strategy, tasks
 from tests.support.generate_e2e import wait_for
+from tests.support.redis_broker import RECEIVE_TIMEOUT_SECONDS, next_delivered
 
 TASK_NAME = "copilot.test_run_task"
-RECEIVE_TIMEOUT = 5.0
 SETTLE_SECONDS = 0.2
 
 
@@ -111,21 +111,8 @@ def received(app: Celery, *args: Any, put_back_first: bool = False) -> Message:
     was delivered once and not acknowledged (kombu put it back), so this is a redelivery."""
     app.send_task(TASK_NAME, args=list(args))
     if put_back_first:
-        delivered(app, acknowledge=False)
-    return delivered(app, acknowledge=True)
-
-
-def delivered(app: Celery, *, acknowledge: bool) -> Message:
-    """The next message on ``app``'s queue. Not acknowledged, it goes back on the queue when
-    the connection closes (as a stopped worker's would). Acknowledged, it leaves the queue:
-    the handler's acknowledgement under test is the ``Outcome``'s."""
-    with app.connection_for_read() as connection:
-        queue = connection.SimpleQueue(app.conf.task_default_queue)
-        message = queue.get(timeout=RECEIVE_TIMEOUT)
-        if acknowledge:
-            message.ack()
-        queue.close()
-    return message
+        next_delivered(app, acknowledge=False)
+    return next_delivered(app, acknowledge=True)
 
 
 def handle(handler: Callable[..., Any], message: Message) -> Outcome:
@@ -143,11 +130,11 @@ def test_the_work_starts_on_the_run_loop_and_its_message_is_acknowledged_when_it
     outcome = handle(handler, received(redis_app, "run-1", {"thread_id": "t1"}))
 
     # The handler returned at once: the work is in progress on the loop, not acknowledged.
-    wait_for(lambda: work.started, timeout=RECEIVE_TIMEOUT, what="the work to start")
+    wait_for(lambda: work.started, timeout=RECEIVE_TIMEOUT_SECONDS, what="the work to start")
     assert work.started == [(("run-1", {"thread_id": "t1"}), True, run_loop.LOOP_THREAD_NAME)]
     assert outcome.acked == []
     work.open_gate()
-    wait_for(lambda: outcome.acked, timeout=RECEIVE_TIMEOUT, what="the acknowledgement")
+    wait_for(lambda: outcome.acked, timeout=RECEIVE_TIMEOUT_SECONDS, what="the acknowledgement")
     assert outcome.acked == [run_loop.LOOP_THREAD_NAME]
     assert outcome.rejected == []
 
@@ -160,10 +147,10 @@ def test_a_redelivered_message_is_not_taken_for_a_first_delivery(
 
     outcome = handle(handler, received(redis_app, "run-2", put_back_first=True))
 
-    wait_for(lambda: work.started, timeout=RECEIVE_TIMEOUT, what="the work to start")
+    wait_for(lambda: work.started, timeout=RECEIVE_TIMEOUT_SECONDS, what="the work to start")
     assert [(args, first) for args, first, _ in work.started] == [(("run-2",), False)]
     work.open_gate()
-    wait_for(lambda: outcome.acked, timeout=RECEIVE_TIMEOUT, what="the acknowledgement")
+    wait_for(lambda: outcome.acked, timeout=RECEIVE_TIMEOUT_SECONDS, what="the acknowledgement")
 
 
 def test_failed_work_is_logged_and_its_message_still_acknowledged(
@@ -175,7 +162,7 @@ def test_failed_work_is_logged_and_its_message_still_acknowledged(
     with caplog.at_level(logging.INFO):
         outcome = handle(handler, received(redis_app, "run-3"))
         work.open_gate()
-        wait_for(lambda: outcome.acked, timeout=RECEIVE_TIMEOUT, what="the acknowledgement")
+        wait_for(lambda: outcome.acked, timeout=RECEIVE_TIMEOUT_SECONDS, what="the acknowledgement")
 
     # As Celery acknowledges a failed acks_late task, and logs it as its own tracer does.
     assert outcome.rejected == []
@@ -198,7 +185,7 @@ def test_work_that_succeeds_is_logged_as_celery_logs_a_task_that_succeeded(
     with caplog.at_level(logging.INFO):
         outcome = handle(handler, message)
         work.open_gate()
-        wait_for(lambda: outcome.acked, timeout=RECEIVE_TIMEOUT, what="the acknowledgement")
+        wait_for(lambda: outcome.acked, timeout=RECEIVE_TIMEOUT_SECONDS, what="the acknowledgement")
 
     task_id = message.headers["id"]
     [line] = [r.getMessage() for r in caplog.records if r.name == "celery.app.trace"]
@@ -214,7 +201,7 @@ def test_a_message_the_work_cannot_take_is_rejected_without_requeue(
 
     # The work takes positional arguments and first_delivery only.
     redis_app.send_task(TASK_NAME, args=["run-5"], kwargs={"unknown": 1})
-    outcome = handle(handler, delivered(redis_app, acknowledge=True))
+    outcome = handle(handler, next_delivered(redis_app, acknowledge=True))
 
     assert outcome.rejected == [False]
     assert outcome.acked == []
@@ -246,13 +233,13 @@ def test_no_more_tasks_execute_at_once_than_the_pool_has_threads(
 
     outcomes = [handle(handler, received(redis_app, f"run-{n}")) for n in range(3)]
 
-    wait_for(lambda: len(work.started) == 2, timeout=RECEIVE_TIMEOUT, what="two to start")
+    wait_for(lambda: len(work.started) == 2, timeout=RECEIVE_TIMEOUT_SECONDS, what="two to start")
     threading.Event().wait(SETTLE_SECONDS)
     assert len(work.started) == 2
     work.open_gate()  # the two end; the third starts, past the gate already open
     wait_for(
         lambda: all(outcome.acked for outcome in outcomes),
-        timeout=RECEIVE_TIMEOUT,
+        timeout=RECEIVE_TIMEOUT_SECONDS,
         what="all three to end",
     )
     assert [args for args, _, _ in work.started] == [("run-0",), ("run-1",), ("run-2",)]

@@ -17,9 +17,9 @@ from kombu.asynchronous.timer import Timer
 from copilot_runtime import tasks
 from copilot_runtime.collector import SERVER_THRESHOLDS
 from copilot_runtime.engine.executor import EXECUTE_RUN_TASK
+from tests.support.redis_broker import next_delivered
 
 HANDOVER_TIMEOUT = 10.0
-RECEIVE_TIMEOUT = 5.0
 
 
 class Consumer:
@@ -59,15 +59,8 @@ def test_a_prefork_worker_leaves_both_to_its_pool_processes() -> None:
 
 
 def _delivered(app: Celery, *, acknowledge: bool) -> Context:
-    """The next run task on ``app``'s queue, as the executing task sees its request. Not
-    acknowledged, it goes back on the queue when the connection closes (a worker that stopped
-    or was lost before the end of the run)."""
-    with app.connection_for_read() as connection:
-        queue = connection.SimpleQueue(app.conf.task_default_queue)
-        message = queue.get(timeout=RECEIVE_TIMEOUT)
-        if acknowledge:
-            message.ack()
-        queue.close()
+    """The next run task on ``app``'s queue, as the executing task sees its request."""
+    message = next_delivered(app, acknowledge=acknowledge)
     return Context(Request(message, app=app, task=tasks.execute_run).request_dict)
 
 
