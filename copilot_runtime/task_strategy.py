@@ -11,7 +11,8 @@ prefork child executes its runs as before.
 
 What a run task started this way does not get from Celery: task signals (``task_received``,
 ``task_prerun`` and the rest), task events (``-E``), a stored result (the site ignores them),
-``--autoscale`` and ``celery inspect active`` (the pool never sees the task). It keeps the
+``--autoscale`` and ``celery inspect active`` (the pool never sees the task). A task applied
+with a countdown or an expiry (the runtime sends neither) goes Celery's way. It keeps the
 worker's log lines (received, succeeded in, raised), the concurrency bound (``-c N``: up to N
 tasks execute at once), revocation (a revoked task is acknowledged and not run) and the warm
 shutdown (the process waits for the runs it started: copilot_runtime/run_loop.py).
@@ -51,13 +52,26 @@ def on_the_run_loop(task: Any, app: Any, consumer: Any, **options: Any) -> Handl
     connection_errors = consumer.connection_errors
     # The pool's threads bound how many tasks execute at once; the loop takes their place.
     slots = asyncio.Semaphore(pool.limit)
+    celery_handler: Handler | None = None
+
+    def by_celery(*message_and_callbacks: Any) -> None:
+        nonlocal celery_handler
+        if celery_handler is None:
+            celery_handler = default(task, app, consumer, **options)
+        celery_handler(*message_and_callbacks)
 
     async def in_a_slot(work: Coroutine[Any, Any, Any]) -> Any:
         async with slots:
             return await work
 
     def handle(message: Message, body: Any, ack: Any, reject: Any, callbacks: Any) -> None:
-        task_id = message.headers.get("id")
+        headers = message.headers
+        if headers.get("eta") or headers.get("expires"):
+            # Never sent by the runtime (a task applied with a countdown or an expiry):
+            # Celery's own strategy keeps it until it is due, then its pool thread executes it.
+            by_celery(message, body, ack, reject, callbacks)
+            return
+        task_id = headers.get("id")
         if task_id in worker_state.revoked:
             received_logger.info("Discarding revoked task: %s[%s]", name, task_id)
             ack(received_logger, connection_errors)
@@ -105,8 +119,8 @@ def on_the_run_loop(task: Any, app: Any, consumer: Any, **options: Any) -> Handl
                     },
                     exc_info=error,
                 )
-            # On the consumer's thread, whose loop acknowledges the message (as the pool's
-            # acknowledgements do).
+            # Scheduled on the consumer's loop, which acknowledges the message there (as it
+            # does the pool's acknowledgements).
             ack(trace_logger, connection_errors)
 
         start_on_process_loop(in_a_slot(work)).add_done_callback(ended)

@@ -246,6 +246,32 @@ def test_no_more_tasks_execute_at_once_than_the_pool_has_threads(
     assert work.most_at_once == 2
 
 
+@pytest.mark.parametrize("timing", [{"countdown": 30}, {"expires": 60}])
+def test_a_task_with_a_countdown_or_an_expiry_is_left_to_celerys_strategy(
+    redis_app: Celery,
+    threads_pool: ThreadTaskPool,
+    monkeypatch: pytest.MonkeyPatch,
+    timing: dict[str, int],
+) -> None:
+    handed: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(
+        task_strategy, "default", lambda *args, **options: lambda *message: handed.append(message)
+    )
+    work = Work()
+    handler = handler_for(work, threads_pool)
+    redis_app.send_task(TASK_NAME, args=["run-9"], **timing)
+    message = next_delivered(redis_app, acknowledge=True)
+
+    outcome = handle(handler, message)
+
+    # Celery's handler has it (with the consumer's callbacks), and keeps it until it is due.
+    [(handed_message, body, ack, reject, _)] = handed
+    assert (handed_message, body, ack, reject) == (message, None, outcome.ack, outcome.reject)
+    threading.Event().wait(SETTLE_SECONDS)
+    assert work.started == []
+    assert outcome.acked == []
+
+
 def test_another_pool_keeps_celerys_default_strategy(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[Any, ...]] = []
 
