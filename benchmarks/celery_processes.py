@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks import procstat
-from benchmarks.processes import VENV_BIN, Managed, ProcessFailed, start_process
+from benchmarks.processes import REPO_ROOT, VENV_BIN, Managed, ProcessFailed, start_process
 
 REDIS_SERVER_CANDIDATES = ("/usr/bin/redis-server", "redis-server")
 CELERY = VENV_BIN / "celery"
@@ -119,16 +119,24 @@ def _ping_worker(*, broker_url: str, hostname: str) -> bool:
 
 
 def start_celery_worker(
-    *, env: Mapping[str, str], log_dir: Path, concurrency: int, pool: str = "prefork"
+    *,
+    env: Mapping[str, str],
+    log_dir: Path,
+    concurrency: int,
+    pool: str = "prefork",
+    name: str = "celery-worker",
+    cwd: Path = REPO_ROOT,
 ) -> Managed:
-    """``celery -A copilot_runtime worker`` with ``env``; waits until it is ready."""
-    hostname = f"bench-{os.getpid()}@{socket.gethostname()}"
+    """``celery -A copilot_runtime worker`` with ``env``, the checkout at ``cwd``'s code;
+    waits until it is ready."""
+    hostname = f"bench-{os.getpid()}-{name}@{socket.gethostname()}"
     managed = start_process(
-        "celery-worker",
+        name,
         worker_command(concurrency=concurrency, pool=pool, hostname=hostname),
         # The setting too: celery reads an explicit "-P prefork" as "the configured pool".
         env={**env, "CELERY_WORKER_POOL": pool},
         log_dir=log_dir,
+        cwd=cwd,
     )
     broker_url = env.get("CELERY_BROKER_URL") or env["REDIS_URL"]
     deadline = time.monotonic() + START_TIMEOUT_SECONDS

@@ -71,14 +71,21 @@ def _signal_group(process: subprocess.Popen[bytes], signal_number: signal.Signal
 
 
 def start_process(
-    name: str, command: Sequence[str], *, env: Mapping[str, str], log_dir: Path
+    name: str,
+    command: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    log_dir: Path,
+    cwd: Path = REPO_ROOT,
 ) -> Managed:
+    """``command`` in its own session, from ``cwd`` (another checkout serves its own code:
+    benchmarks/paired.py)."""
     stdout_path = log_dir / f"{name}.stdout.log"
     stderr_path = log_dir / f"{name}.stderr.log"
     with stdout_path.open("wb") as stdout, stderr_path.open("wb") as stderr:
         process = subprocess.Popen(
             list(command),
-            cwd=REPO_ROOT,
+            cwd=cwd,
             env=dict(env),
             stdin=subprocess.DEVNULL,
             stdout=stdout,
@@ -185,14 +192,22 @@ def wait_healthy(managed: Managed, health_url: str, *, timeout: float = 60) -> M
 
 
 def start_server(
-    *, port: int, env: Mapping[str, str], log_dir: Path, server: str | None = None, name: str = ""
+    *,
+    port: int,
+    env: Mapping[str, str],
+    log_dir: Path,
+    server: str | None = None,
+    name: str = "",
+    cwd: Path = REPO_ROOT,
 ) -> Managed:
-    """The project served as ``scripts/run.sh`` serves it; waits for /healthz."""
+    """The project (the checkout at ``cwd``) served as ``scripts/run.sh`` serves it; waits
+    for /healthz."""
     managed = start_process(
         name or (server or default_server()),
         server_command(port=port, server=server),
         env=env,
         log_dir=log_dir,
+        cwd=cwd,
     )
     return wait_healthy(managed, f"http://127.0.0.1:{port}/healthz")
 

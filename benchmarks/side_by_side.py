@@ -276,7 +276,7 @@ def alternate(
 # --- the run ---------------------------------------------------------------------------------
 
 
-def _environment(database_url: str, fake_port: int) -> dict[str, str]:
+def bench_environment(database_url: str, fake_port: int) -> dict[str, str]:
     env = {
         name: value
         for name, value in os.environ.items()
@@ -349,7 +349,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         stack.callback(fake.stop)
         BYSTANDERS.fake_pid, BYSTANDERS.postgres_pid = fake.pid, postgres_pid
         fake_url = f"http://127.0.0.1:{fake_port}/v1"
-        env = _environment(database_url, fake_port)
+        env = bench_environment(database_url, fake_port)
         run_migrate(env=env, log_dir=log_dir)
         port = free_port()
         ours_managed = start_server(port=port, env=env, log_dir=log_dir, server=args.server)
