@@ -89,7 +89,10 @@ def request_in_task(request: TurnRequest) -> dict[str, Any]:
 def request_from_task(placement: dict[str, Any]) -> TurnRequest:
     text = placement.get("request_json")
     if text is not None:
-        return turn_request_from_json(text)
+        thread_id = placement.get("thread_id")
+        return turn_request_from_json(
+            text, thread_key=thread_id if type(thread_id) is str and thread_id else None
+        )
     return turn_request_from_payload(placement["request"])
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from copilot_runtime.errors import CopilotKitError, ErrorCode
+from copilot_runtime.events.carried import CarriedHistories
 from copilot_runtime.events.recent import Recent
 
 
@@ -157,8 +158,12 @@ def turn_request_to_json(request: TurnRequest) -> str:
     Raises ``TypeError`` for a value orjson does not write (none that a parsed request holds;
     an integer over 64 bits put there by a hook): the payload form carries those.
     """
-    payload = _payload_but_messages(request)
-    payload["messages"] = [orjson.Fragment(_message_json(m)) for m in request.messages]
+    # The messages first: a worker recognises the history it read on the thread's previous
+    # turn by the text it begins with (copilot_runtime/events/carried.py).
+    payload: dict[str, Any] = {
+        "messages": [orjson.Fragment(_message_json(m)) for m in request.messages]
+    }
+    payload.update(_payload_but_messages(request))
     return orjson.dumps(payload).decode()
 
 
@@ -171,14 +176,23 @@ def _message_json(message: InputMessage) -> bytes:
     return written
 
 
-def turn_request_from_json(text: str) -> TurnRequest:
-    """The request a task carries, as ``turn_request_to_json`` wrote it."""
-    return turn_request_from_payload(orjson.loads(text))
+def turn_request_from_json(text: str, *, thread_key: str | None = None) -> TurnRequest:
+    """The request a task carries, as ``turn_request_to_json`` wrote it. ``thread_key``: its
+    thread, whose history this process read from the thread's previous task, if any, and
+    need not read again."""
+    payload, messages = _CARRIED_TEXTS.read(
+        thread_key, text, history=_messages_from_payload, more=_more_messages
+    )
+    return _request_from_payload(payload, messages)
 
 
 def turn_request_from_payload(payload: dict[str, Any]) -> TurnRequest:
+    return _request_from_payload(payload, _messages_from_payload(payload["messages"]))
+
+
+def _request_from_payload(payload: dict[str, Any], messages: list[InputMessage]) -> TurnRequest:
     data = dict(payload)
-    data["messages"] = _messages_from_payload(payload["messages"])
+    data["messages"] = messages
     data["actions"] = [FrontendAction(**action) for action in payload["actions"]]
     data["context"] = [tuple(entry) for entry in payload["context"]]
     data["forwarded"] = ForwardedParameters(**payload["forwarded"])
@@ -189,18 +203,25 @@ def turn_request_from_payload(payload: dict[str, Any]) -> TurnRequest:
 # and a message equal to one an earlier task carried (in the same process) is that message
 # again, as the web's parsers remember theirs (copilot_runtime/events/recent.py).
 _CARRIED_MESSAGES: Recent[InputMessage] = Recent()
+# And its histories as the tasks' text, by thread.
+_CARRIED_TEXTS: CarriedHistories[InputMessage] = CarriedHistories()
 
 
 def _messages_from_payload(raws: list[dict[str, Any]]) -> list[InputMessage]:
     known, remembered = _CARRIED_MESSAGES.history_prefix(raws)
-    messages = remembered[:known] + [
+    messages = remembered[:known] + _more_messages(raws[known:])
+    _CARRIED_MESSAGES.keep_history(raws, messages, known=known, rememberable=_rememberable)
+    return messages
+
+
+def _more_messages(raws: list[dict[str, Any]]) -> list[InputMessage]:
+    """The messages of ``raws``, each looked up on its own."""
+    return [
         _CARRIED_MESSAGES.made_from(raw.get("id"), raw, _message_from_payload)
         if _rememberable(raw)
         else _message_from_payload(raw)
-        for raw in raws[known:]
+        for raw in raws
     ]
-    _CARRIED_MESSAGES.keep_history(raws, messages, known=known, rememberable=_rememberable)
-    return messages
 
 
 def _message_from_payload(raw: dict[str, Any]) -> InputMessage:
