@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import orjson
 import pytest
@@ -99,9 +99,11 @@ def test_a_turn_re_sending_the_history_alone_reads_none_of_it() -> None:
         pytest.param(lambda m: [*m[:2], *m[3:]], id="a message removed"),
     ],
 )
-def test_a_history_changed_since_the_last_turn_is_read_whole(change: object) -> None:
+def test_a_history_changed_since_the_last_turn_is_read_whole(
+    change: Callable[[list[InputMessage]], list[InputMessage]],
+) -> None:
     first = every_field_set()
-    changed = dataclasses.replace(first, messages=change(list(first.messages)))  # type: ignore[operator]
+    changed = dataclasses.replace(first, messages=change(list(first.messages)))
     second = _next_turn(changed, "again")
 
     _, made_second = _read_twice(first, second)
