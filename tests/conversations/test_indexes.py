@@ -91,3 +91,36 @@ def test_the_database_refuses_a_second_active_run_on_a_thread() -> None:
         "run-a",
         "run-c",
     }
+
+
+# The keys Django gives a second, pattern index (``varchar_pattern_ops``) on PostgreSQL.
+TEXT_KEYS = [(Run, "id"), (Thread, "thread_id"), (Message, "run_id")]
+
+
+def _pattern_indexes(model: type, column: str) -> set[str]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename = %s AND indexdef LIKE %s",
+            [model._meta.db_table, f"%({column} varchar_pattern_ops)%"],
+        )
+        return {row[0] for row in cursor.fetchall()}
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="a PostgreSQL-only index")
+@pytest.mark.parametrize(("model", "column"), TEXT_KEYS)
+def test_no_text_key_carries_a_pattern_index(model: type, column: str) -> None:
+    """Those keys are matched by equality, never by prefix (the admin's searches are
+    ``icontains``): a pattern index would only be written, on every turn (migration 0011)."""
+    assert _pattern_indexes(model, column) == set()
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="a PostgreSQL-only index")
+@pytest.mark.parametrize(("model", "column"), TEXT_KEYS)
+def test_text_keys_are_still_looked_up_through_an_index(model: type, column: str) -> None:
+    """What the pattern index could serve, equality, an ordinary index serves."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute(f"EXPLAIN SELECT 1 FROM {model._meta.db_table} WHERE {column} = %s", ["x"])
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+
+    assert "Index" in plan and "Seq Scan" not in plan

@@ -52,3 +52,19 @@ def test_0007_keeps_each_threads_newest_active_run_and_restores_the_guard(
     with connection.cursor() as cursor:
         present = connection.introspection.get_constraints(cursor, "conversations_run")
     assert "run_one_active_per_thread" in present
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="a PostgreSQL-only index")
+def test_0011_drops_the_pattern_indexes_and_its_reversal_builds_them_again() -> None:
+    from tests.conversations.test_indexes import TEXT_KEYS, _pattern_indexes
+
+    executor = _migrate(("conversations", "0010_run_log_without_fk_constraints"))
+    try:
+        restored = {column: _pattern_indexes(model, column) for model, column in TEXT_KEYS}
+        _migrate(("conversations", "0011_drop_pattern_indexes"))
+        dropped = {column: _pattern_indexes(model, column) for model, column in TEXT_KEYS}
+    finally:
+        _migrate(executor.loader.graph.leaf_nodes("conversations")[0])
+
+    assert all(len(names) == 1 for names in restored.values()), restored
+    assert dropped == {"id": set(), "thread_id": set(), "run_id": set()}
