@@ -1028,15 +1028,18 @@ def _explain_look(thread_id: str, carried: list[str]) -> tuple[dict[str, Any], t
     return plan, rows[0][1:]
 
 
-def _explain_look_ups(look_ups: list[Any]) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
+def _explain_look_ups(
+    look_ups: list[Any], *, statement: str | None = None
+) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
     """The grouped look-up's rows and EXPLAIN ANALYZE plan, planned as the runtime runs it: on
     a connection set up as the store's (SESSION_SETUP), with the generic plan psycopg's
-    prepared statement gets from its sixth run on."""
+    prepared statement gets from its sixth run on. ``statement``: another text of it."""
     from django.db import connection
 
     from conversations.store.pg import SESSION_SETUP, look_ups_statement
 
     sql, params = look_ups_statement(look_ups)
+    sql = statement or sql
     with connection.cursor() as cursor:
         cursor.execute(SESSION_SETUP)
         cursor.execute("SET plan_cache_mode = force_generic_plan")
@@ -1075,6 +1078,68 @@ async def test_looking_up_a_long_threads_history_is_linear_in_its_length(pg: PgT
     assert looked[5] == [160, None]  # all current, none superseded
     assert looked[6:8] == (0, 159)  # nothing set aside; the last position
     assert _rows_handled(plan) < 12 * len(carried), _rows_handled(plan)
+
+
+async def test_a_continued_threads_look_up_of_its_new_ids_reads_none_of_its_messages(
+    pg: PgTurnStore,
+) -> None:
+    # A continued turn asks about its new messages alone (KNOWN); joining them with the
+    # thread's messages read the whole thread for one id, a cost growing with the thread.
+    long_history = history(*[f"turn {n}" for n in range(160)])
+    await pg.prepare(turn=record("t-long", long_history), reap=never_reap)
+    await Run.objects.filter(thread__thread_id="t-long").aupdate(status=RunStatus.SUCCEEDED)
+    # With the statistics autovacuum gathers as a table grows (without any, PostgreSQL may
+    # take either index leading with the thread, and reads the thread as a join did).
+    await sync_to_async(_analyze)("conversations_message")
+
+    plan, looked = await sync_to_async(_explain_look)("t-long", ["m-new", "m3"])
+
+    assert looked[4] == ["m-new"]  # the id the thread does not hold
+    assert looked[5] == [1, None]  # m3: current, not superseded
+    message_reads = _relation_reads(plan, "conversations_message")
+    # The two probes, the count of messages set aside and the last position: not 160 rows.
+    assert sum(_rows_handled(node) for node in message_reads) <= 8, message_reads
+
+
+def _analyze(table: str) -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {table}")
+
+
+@pytest.mark.parametrize(("carried", "probed_text"), [(3, True), (40, False)])
+async def test_probing_and_joining_the_carried_ids_find_the_same(
+    pg: PgTurnStore, carried: int, probed_text: bool
+) -> None:
+    """Up to PROBED_IDS ids per look-up are probed, more are joined with the thread's
+    messages (a history read whole); either text answers alike, superseded and missing ids
+    included."""
+    from conversations.store.pg import _LOOK_JOINED, _LOOK_PROBED, LookUp, look_ups_statement
+
+    first = history(*[f"turn {n}" for n in range(30)])
+    prepared = await pg.prepare(turn=record("t-both", first), reap=never_reap)
+    await succeed(pg, prepared)
+    await Message.objects.filter(thread__thread_id="t-both", message_id="m4").aupdate(
+        superseded=True
+    )
+    ids = ["m4", *[f"m{n}" for n in range(5, 3 + carried)], "m-absent"]
+    assert len(ids) == carried
+    look_ups = [LookUp("t-both", None, "default", ids, None, timezone.now())]
+
+    _plan, probed = await sync_to_async(_explain_look_ups)(look_ups, statement=_LOOK_PROBED)
+    _plan, joined = await sync_to_async(_explain_look_ups)(look_ups, statement=_LOOK_JOINED)
+
+    # The ids' order is not part of the answer (the join's is its hash's).
+    def unordered(row: tuple[Any, ...]) -> tuple[Any, ...]:
+        current_sent, restore = row[6]
+        return (*row[:5], sorted(row[5] or ()), current_sent, sorted(restore or ()), *row[7:])
+
+    stored = {f"m{n}" for n in range(30)}
+    assert [unordered(row) for row in probed] == [unordered(row) for row in joined]
+    assert sorted(probed[0][5]) == sorted(i for i in ids if i not in stored)  # missing
+    assert probed[0][6] == [len(stored & set(ids)) - 1, ["m4"]]  # current ones, superseded
+    assert look_ups_statement(look_ups)[0] == (_LOOK_PROBED if probed_text else _LOOK_JOINED)
 
 
 async def test_a_grouped_look_up_probes_each_thread_once_however_many_a_site_holds(
