@@ -682,40 +682,45 @@ SELECT t.n, t.id, t.owner_id, t.title,
     t.history_version
 FROM t
 """
+
+
+def _found(join: str, *, matched: str) -> str:
+    """The carried ids against the thread's messages (``m``, joined by ``join``; ``matched``:
+    not null where an id matched): the missing ones, the current ones' count, the superseded
+    ones."""
+    return f"""
+CROSS JOIN LATERAL (
+    SELECT json_agg(sent.message_id) FILTER (WHERE {matched} IS NULL) AS missing,
+        count({matched}) FILTER (
+            WHERE NOT m.superseded AND m.kind <> '{MessageKind.AGENT_STATE.value}'
+        ) AS current_sent,
+        json_agg(sent.message_id) FILTER (WHERE m.superseded) AS restore
+    FROM jsonb_array_elements_text(t.ids) AS sent(message_id)
+    {join}
+) found
+"""
+
+
 # Each id a look-up carries, probed in the thread's messages (message_unique_id: at most one
 # row). A continued thread asks about its new messages alone (``KNOWN``); joined with them
 # instead, in the generic plan (which takes the ids for a hundred), PostgreSQL read every
 # message of the thread to match one or two: 0.39 against 0.20 ms for one id at 80 messages,
 # 0.51 against 0.35 at 240 (the statement alone, one look-up).
-_FOUND_PROBED = f"""
-CROSS JOIN LATERAL (
-    SELECT json_agg(sent.message_id) FILTER (WHERE m.found IS NULL) AS missing,
-        count(m.found) FILTER (
-            WHERE NOT m.superseded AND m.kind <> '{MessageKind.AGENT_STATE.value}'
-        ) AS current_sent,
-        json_agg(sent.message_id) FILTER (WHERE m.superseded) AS restore
-    FROM jsonb_array_elements_text(t.ids) AS sent(message_id)
-    LEFT JOIN LATERAL (
+_FOUND_PROBED = _found(
+    f"""LEFT JOIN LATERAL (
         SELECT true AS found, s.superseded, s.kind FROM {MESSAGE} s
         WHERE s.thread_id = t.id AND s.message_id = sent.message_id LIMIT 1
-    ) m ON true
-) found
-"""
+    ) m ON true""",
+    matched="m.found",
+)
 # The ids matched with the thread's messages in one pass over each, for a look-up carrying
 # many (a history read whole: a thread this process has not seen, a reload): probing each
 # cost twice as much at 240 (1.26 against 0.66 ms). (A semi join was once planned comparing
 # every message with every id: quadratic in the thread's length, 3 ms at 240 messages.)
-_FOUND_JOINED = f"""
-CROSS JOIN LATERAL (
-    SELECT json_agg(sent.message_id) FILTER (WHERE m.id IS NULL) AS missing,
-        count(m.id) FILTER (
-            WHERE NOT m.superseded AND m.kind <> '{MessageKind.AGENT_STATE.value}'
-        ) AS current_sent,
-        json_agg(sent.message_id) FILTER (WHERE m.superseded) AS restore
-    FROM jsonb_array_elements_text(t.ids) AS sent(message_id)
-    LEFT JOIN {MESSAGE} m ON m.thread_id = t.id AND m.message_id = sent.message_id
-) found
-"""
+_FOUND_JOINED = _found(
+    f"LEFT JOIN {MESSAGE} m ON m.thread_id = t.id AND m.message_id = sent.message_id",
+    matched="m.id",
+)
 # Up to this many ids in each look-up of a statement, they are probed.
 PROBED_IDS = 32
 _LOOK_PROBED = _LOOK_THREADS + _FOUND_PROBED + "WHERE t.id IS NOT NULL"
