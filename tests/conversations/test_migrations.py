@@ -54,7 +54,6 @@ def test_0007_keeps_each_threads_newest_active_run_and_restores_the_guard(
     assert "run_one_active_per_thread" in present
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="a PostgreSQL-only index")
 def test_0011_drops_the_pattern_indexes_and_its_reversal_builds_them_again() -> None:
     from tests.conversations.test_indexes import TEXT_KEYS, _pattern_indexes
 
