@@ -128,6 +128,72 @@ def test_a_message_is_delivered_and_recorded_as_kombus_own_transport_does(
         assert _record(queue_name, tag) is None
 
 
+def _receive_handled(connection: Connection, queue: str, handle: Any) -> Any:
+    """One message from ``queue``, handed to ``handle(message)`` as the worker's consumer
+    hands a task message to its strategy."""
+    received: list[Any] = []
+
+    def on_message(_body: Any, message: Any) -> None:
+        received.append(message)
+        handle(message)
+
+    consumer = Consumer(
+        connection.default_channel,
+        queues=[Queue(queue, no_declare=True)],
+        callbacks=[on_message],
+        accept=["json"],
+    )
+    with consumer:
+        connection.drain_events(timeout=TIMEOUT)
+    assert len(received) == 1
+    return received[0]
+
+
+def _indexed(queue: str, tag: str) -> bool:
+    client = _redis()
+    try:
+        return client.zscore(_record_keys(queue)["unacked_index_key"], tag) is not None
+    finally:
+        client.close()
+
+
+def test_a_message_is_recorded_once_its_handler_has_returned(queue_name: str) -> None:
+    # The handler (a run task's: it hands the run to the run loop) does not wait for the
+    # record's round trip.
+    pushed = _message(queue_name, {"run": "r5"}, as_text=True)
+    _push(queue_name, pushed)
+    seen_in_handler: list[Any] = []
+    with _connection(queue_name) as connection:
+        message = _receive_handled(
+            connection,
+            queue_name,
+            lambda message: seen_in_handler.append(_record(queue_name, message.delivery_tag)),
+        )
+        assert seen_in_handler == [None]
+        assert _record(queue_name, message.delivery_tag) == [pushed, "", queue_name]
+        assert _indexed(queue_name, message.delivery_tag)
+        message.ack()
+        assert _record(queue_name, message.delivery_tag) is None
+        assert not _indexed(queue_name, message.delivery_tag)
+
+
+@pytest.mark.parametrize("outcome", ["ack", "reject"])
+def test_a_message_its_handler_settled_leaves_no_record(queue_name: str, outcome: str) -> None:
+    # Celery's consumer acknowledges or rejects at once what it cannot execute (an unknown
+    # task, a message it cannot decode): no record may outlive it, or it would come back.
+    _push(queue_name, _message(queue_name, {"run": "r6"}, as_text=True))
+    with _connection(queue_name) as connection:
+        message = _receive_handled(
+            connection,
+            queue_name,
+            lambda message: message.ack() if outcome == "ack" else message.reject(),
+        )
+        assert _record(queue_name, message.delivery_tag) is None
+        assert not _indexed(queue_name, message.delivery_tag)
+    with _connection(queue_name) as connection:  # nothing was put back on the queue either
+        assert connection.default_channel.client.llen(queue_name) == 0
+
+
 def test_a_message_holding_kombus_marked_types_keeps_them(queue_name: str) -> None:
     when = dt.datetime(2026, 11, 28, 7, 30, tzinfo=dt.UTC)
     ident = uuid.uuid4()
