@@ -84,11 +84,22 @@ def _push(queue: str, message: dict[str, Any]) -> None:
 
 def _receive(connection: Connection, queue: str) -> Any:
     """One message from ``queue``, unacknowledged, through the transport's BRPOP."""
+    return _receive_handled(connection, queue, lambda _message: None)
+
+
+def _receive_handled(connection: Connection, queue: str, handle: Any) -> Any:
+    """``_receive``, the message handed to ``handle(message)`` on its way, as the worker's
+    consumer hands a task message to its strategy."""
     received: list[Any] = []
+
+    def on_message(_body: Any, message: Any) -> None:
+        received.append(message)
+        handle(message)
+
     consumer = Consumer(
         connection.default_channel,
         queues=[Queue(queue, no_declare=True)],
-        callbacks=[lambda _body, message: received.append(message)],
+        callbacks=[on_message],
         accept=["json"],
     )
     with consumer:
@@ -126,27 +137,6 @@ def test_a_message_is_delivered_and_recorded_as_kombus_own_transport_does(
         assert _record(queue_name, tag) == [pushed, "", queue_name]
         message.ack()
         assert _record(queue_name, tag) is None
-
-
-def _receive_handled(connection: Connection, queue: str, handle: Any) -> Any:
-    """One message from ``queue``, handed to ``handle(message)`` as the worker's consumer
-    hands a task message to its strategy."""
-    received: list[Any] = []
-
-    def on_message(_body: Any, message: Any) -> None:
-        received.append(message)
-        handle(message)
-
-    consumer = Consumer(
-        connection.default_channel,
-        queues=[Queue(queue, no_declare=True)],
-        callbacks=[on_message],
-        accept=["json"],
-    )
-    with consumer:
-        connection.drain_events(timeout=TIMEOUT)
-    assert len(received) == 1
-    return received[0]
 
 
 def _indexed(queue: str, tag: str) -> bool:
