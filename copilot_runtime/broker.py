@@ -20,14 +20,15 @@ or an integer past 64 bits is read and written by kombu's JSON as before. The re
 same JSON value either way: kombu reads it back to deliver the message again
 (tests/copilot_runtime/test_broker.py, on a real Redis).
 
-A consumed message is recorded once its handler has returned, where kombu records it first.
-The record is a round trip to Redis on the consumer thread (0.43 ms at one conversation,
-measured between the message's arrival and its handler), and a run task's handler only hands
-the run to the run loop (copilot_runtime/task_strategy.py): the model is now asked while the
-record is written. Nothing is acknowledged in between: an acknowledgement the handler asks for
-is carried out by the consumer's own loop after this, and a message acknowledged or rejected
-by the handler itself is not recorded at all. A worker lost before the record is written loses
-the message, as it did between taking the message from its queue and writing the record.
+A consumed message's record is sent before its handler runs, as kombu writes it, but its
+reply is read after the handler has returned. The record is a round trip to Redis on the
+consumer thread (0.43 ms at one conversation, between the message's arrival and its handler),
+and a run task's handler only hands the run to the run loop (copilot_runtime/task_strategy.py):
+the model is now asked during that round trip. What a worker lost early loses is unchanged: the
+record is on its way to Redis before the run starts. An acknowledgement the handler asks for is
+carried out by the consumer's own loop after the reply; a message the handler acknowledged or
+rejected itself (on another connection, which Redis may serve first) has its record removed
+once the reply is in.
 
 The standalone site sets it as Celery's ``broker_transport`` for a single ``redis://`` or
 ``rediss://`` broker (copilot_runtime/settings.py); a host project may set the same. It reaches
@@ -45,6 +46,7 @@ from kombu.serialization import registry
 from kombu.transport import redis as kombu_redis
 from kombu.utils.json import dumps as kombu_dumps
 from kombu.utils.json import loads as kombu_loads
+from redis.exceptions import ResponseError
 
 # kombu's JSON marks the values plain JSON cannot hold as {"__type__": ..., "__value__": ...}.
 _MARKED = b'"__type__"'
@@ -152,6 +154,55 @@ class QoS(kombu_redis.QoS):
                 self.unacked_key, delivery_tag, record
             ).execute()
 
+    def send_record(self, message: Any, delivery_tag: str) -> SentRecord:
+        """``record``'s transaction, sent; its reply is read by ``SentRecord.confirm``."""
+        delivery = message.delivery_info
+        record = record_json(message._raw, delivery["exchange"], delivery["routing_key"])
+        with self.channel.conn_or_acquire() as client:
+            pool = client.connection_pool
+        connection = pool.get_connection()
+        commands = [
+            ("MULTI",),
+            ("ZADD", self.unacked_index_key, kombu_redis.time(), delivery_tag),
+            ("HSET", self.unacked_key, delivery_tag, record),
+            ("EXEC",),
+        ]
+        try:
+            connection.send_packed_command(connection.pack_commands(commands))
+        except BaseException:
+            connection.disconnect()
+            pool.release(connection)
+            raise
+        return SentRecord(pool, connection, replies=len(commands))
+
+    def remove_record(self, delivery_tag: str) -> None:
+        self._remove_from_indices(delivery_tag).execute()
+
+
+class SentRecord:
+    """A record's transaction on its way: ``confirm`` reads its replies (raising what Redis
+    refused) and gives the connection back to its pool."""
+
+    def __init__(self, pool: Any, connection: Any, *, replies: int) -> None:
+        self._pool = pool
+        self._connection = connection
+        self._replies = replies
+
+    def confirm(self) -> None:
+        try:
+            replies = [self._connection.read_response() for _ in range(self._replies)]
+        except BaseException:
+            self._connection.disconnect()
+            raise
+        finally:
+            self._pool.release(self._connection)
+        executed = replies[-1]
+        if not isinstance(executed, list):
+            raise ResponseError(f"recording a delivered message: EXEC answered {executed!r}")
+        for reply in executed:
+            if isinstance(reply, Exception):
+                raise reply
+
 
 class Channel(kombu_redis.Channel):
     QoS = QoS
@@ -170,7 +221,7 @@ class Channel(kombu_redis.Channel):
 
     def basic_consume(self, queue: str, *args: Any, **kwargs: Any) -> Any:
         # kombu's own (args: no_ack, callback, consumer_tag), with the queue's delivery
-        # callback replaced by one that records the message after its handler.
+        # callback replaced by one that reads the record's reply after the handler.
         consumed = super().basic_consume(queue, *args, **kwargs)
         no_ack, callback = _consume_arguments(args, kwargs)
         if not no_ack:
@@ -182,12 +233,14 @@ class Channel(kombu_redis.Channel):
             message = self.Message(raw_message, channel=self)
             tag = message.delivery_tag
             qos = self.qos
+            sent = qos.send_record(message, tag)
             kombu_redis.virtual.QoS.append(qos, message, tag)
             try:
                 return callback(message)
             finally:
-                if qos.pending(tag):
-                    qos.record(message, tag)
+                sent.confirm()
+                if not qos.pending(tag):
+                    qos.remove_record(tag)
 
         return deliver
 

@@ -9,6 +9,7 @@ import datetime as dt
 import json
 import uuid
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -147,19 +148,29 @@ def _indexed(queue: str, tag: str) -> bool:
         client.close()
 
 
-def test_a_message_is_recorded_once_its_handler_has_returned(queue_name: str) -> None:
+def test_a_messages_record_is_sent_before_its_handler_and_confirmed_after_it(
+    queue_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The handler (a run task's: it hands the run to the run loop) does not wait for the
-    # record's round trip.
+    # record's round trip, and the record is on its way before the run starts.
+    steps: list[str] = []
+    send, confirm = broker.QoS.send_record, broker.SentRecord.confirm
+
+    def sending(self: Any, message: Any, tag: str) -> Any:
+        steps.append("sent")
+        return send(self, message, tag)
+
+    def confirming(self: Any) -> None:
+        confirm(self)
+        steps.append("confirmed")
+
+    monkeypatch.setattr(broker.QoS, "send_record", sending)
+    monkeypatch.setattr(broker.SentRecord, "confirm", confirming)
     pushed = _message(queue_name, {"run": "r5"}, as_text=True)
     _push(queue_name, pushed)
-    seen_in_handler: list[Any] = []
     with _connection(queue_name) as connection:
-        message = _receive_handled(
-            connection,
-            queue_name,
-            lambda message: seen_in_handler.append(_record(queue_name, message.delivery_tag)),
-        )
-        assert seen_in_handler == [None]
+        message = _receive_handled(connection, queue_name, lambda _m: steps.append("handled"))
+        assert steps == ["sent", "handled", "confirmed"]
         assert _record(queue_name, message.delivery_tag) == [pushed, "", queue_name]
         assert _indexed(queue_name, message.delivery_tag)
         message.ack()
@@ -167,10 +178,34 @@ def test_a_message_is_recorded_once_its_handler_has_returned(queue_name: str) ->
         assert not _indexed(queue_name, message.delivery_tag)
 
 
+def test_a_refused_record_is_raised_once_the_handler_has_run(queue_name: str) -> None:
+    # The unacknowledged hash under the key of another type: Redis refuses the HSET.
+    client = _redis()
+    try:
+        client.set(_record_keys(queue_name)["unacked_key"], "not a hash")
+    finally:
+        client.close()
+    _push(queue_name, _message(queue_name, {"run": "r7"}, as_text=True))
+    handled: list[Any] = []
+    with _connection(queue_name) as connection, pytest.raises(redis.ResponseError):
+        _receive_handled(connection, queue_name, handled.append)
+    assert len(handled) == 1
+
+
+@pytest.mark.parametrize("served_first", ["record", "settlement"])
 @pytest.mark.parametrize("outcome", ["ack", "reject"])
-def test_a_message_its_handler_settled_leaves_no_record(queue_name: str, outcome: str) -> None:
+def test_a_message_its_handler_settled_leaves_no_record(
+    queue_name: str, outcome: str, served_first: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Celery's consumer acknowledges or rejects at once what it cannot execute (an unknown
-    # task, a message it cannot decode): no record may outlive it, or it would come back.
+    # task, a message it cannot decode): no record may outlive it, or it would come back. The
+    # settlement goes on another connection than the record, and Redis may serve either first.
+    if served_first == "settlement":
+
+        def late(qos: Any, message: Any, tag: str) -> Any:  # written when confirmed
+            return SimpleNamespace(confirm=lambda: qos.record(message, tag))
+
+        monkeypatch.setattr(broker.QoS, "send_record", late)
     _push(queue_name, _message(queue_name, {"run": "r6"}, as_text=True))
     with _connection(queue_name) as connection:
         message = _receive_handled(
