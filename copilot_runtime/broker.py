@@ -147,12 +147,7 @@ class QoS(kombu_redis.QoS):
 
     def record(self, message: Any, delivery_tag: str) -> None:
         """Write the message's unacknowledged record, from which it is delivered again."""
-        delivery = message.delivery_info
-        record = record_json(message._raw, delivery["exchange"], delivery["routing_key"])
-        with self.pipe_or_acquire() as pipe:
-            pipe.zadd(self.unacked_index_key, {delivery_tag: kombu_redis.time()}).hset(
-                self.unacked_key, delivery_tag, record
-            ).execute()
+        self.send_record(message, delivery_tag).confirm()
 
     def send_record(self, message: Any, delivery_tag: str) -> SentRecord:
         """``record``'s transaction, sent; its reply is read by ``SentRecord.confirm``."""

@@ -201,9 +201,10 @@ def test_a_message_its_handler_settled_leaves_no_record(
     # task, a message it cannot decode): no record may outlive it, or it would come back. The
     # settlement goes on another connection than the record, and Redis may serve either first.
     if served_first == "settlement":
+        send = broker.QoS.send_record
 
-        def late(qos: Any, message: Any, tag: str) -> Any:  # written when confirmed
-            return SimpleNamespace(confirm=lambda: qos.record(message, tag))
+        def late(qos: Any, message: Any, tag: str) -> Any:  # sent when confirmed
+            return SimpleNamespace(confirm=lambda: send(qos, message, tag).confirm())
 
         monkeypatch.setattr(broker.QoS, "send_record", late)
     _push(queue_name, _message(queue_name, {"run": "r6"}, as_text=True))
