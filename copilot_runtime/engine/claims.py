@@ -29,6 +29,7 @@ from channels.layers import get_channel_layer
 
 from copilot_runtime.conf import runtime_setting
 from copilot_runtime.engine.layer_publish import is_redis_pubsub
+from copilot_runtime.engine.redis_at_once import command_at_once
 
 KEY_PREFIX = "copilot-runtime:claim:"
 
@@ -107,5 +108,6 @@ async def claim_in_layer_announcing(
         published += [channel, layer.serialize(message)]
     ttl = _claim_ttl()
     shard._ensure_redis()
-    taken = await shard._redis.eval(_CLAIM_AND_PUBLISH, 1, key, ttl, *published)
+    # Written at once (engine/redis_at_once.py): the run's turn goes on parsing its reply.
+    taken = await command_at_once(shard._redis, "EVAL", _CLAIM_AND_PUBLISH, 1, key, ttl, *published)
     return bool(taken)

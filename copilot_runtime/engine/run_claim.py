@@ -104,8 +104,24 @@ class FoldedClaim:
 
     async def announcing(self, events: list[LoggedEvent]) -> bool:
         """Take the claim with the announcement of ``events`` (or, begun already, wait for
-        it); whether it was taken. ``announced`` says whether the events went out with it."""
-        self._begin(self._announcing(events))
+        it); whether it was taken. ``announced`` says whether the events went out with it.
+
+        Taken in the caller's task (the run's flusher, which is never cancelled), where
+        ``take`` starts a task of its own: that task would first run after the run's turn,
+        which a model answering at once lets parse its whole reply first, and the script
+        goes out at once (engine/redis_at_once.py)."""
+        if not self._begun:
+            self._begun = True
+            self._timer.cancel()
+            try:
+                await self._claiming(self._announcing(events))
+            except asyncio.CancelledError:
+                self.stored.cancel()
+                raise
+            except Exception as error:
+                self._settle(error)
+            else:
+                self._settle(None)
         return await turn_committed(self.stored)
 
     async def _announcing(self, events: list[LoggedEvent]) -> bool | None:
@@ -119,23 +135,26 @@ class FoldedClaim:
             return
         self._begun = True
         self._timer.cancel()
-        claiming = asyncio.ensure_future(
-            claim_run(
-                run_id=self._run_id,
-                model=self._model,
-                taking=_in_redis(taking, self._run_id),
-                record_start=self._record_start,
-            )
-        )
-        claiming.add_done_callback(self._settle)
+        claiming = asyncio.ensure_future(self._claiming(taking))
+        claiming.add_done_callback(self._settle_from)
 
-    def _settle(self, claiming: asyncio.Future[None]) -> None:
-        if self.stored.done():
-            return
+    def _claiming(self, taking: Coroutine[Any, Any, bool | None]) -> Coroutine[Any, Any, None]:
+        return claim_run(
+            run_id=self._run_id,
+            model=self._model,
+            taking=_in_redis(taking, self._run_id),
+            record_start=self._record_start,
+        )
+
+    def _settle_from(self, claiming: asyncio.Future[None]) -> None:
         if claiming.cancelled():
             self.stored.cancel()
+        else:
+            self._settle(claiming.exception())
+
+    def _settle(self, error: BaseException | None) -> None:
+        if self.stored.done():
             return
-        error = claiming.exception()
         if error is not None:
             self.stored.set_exception(error)
         else:

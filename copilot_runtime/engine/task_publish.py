@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from copilot_runtime.engine.redis_at_once import command_at_once
+
 if TYPE_CHECKING:  # Celery and kombu are imported on use: only the celery executor needs them
     from celery import Celery
 
@@ -204,8 +206,7 @@ async def publish_task(
 ) -> None:
     """Push the task's message onto its queue (``fast_publish_possible`` said it may)."""
     key, message = task_message(app, name=name, args=args, argsrepr=argsrepr, time_limit=time_limit)
-    client = CLIENTS.get(app)
-    await client.lpush(key, message)
+    await command_at_once(CLIENTS.get(app), "LPUSH", key, message)
 
 
 async def task_publish_close() -> None:

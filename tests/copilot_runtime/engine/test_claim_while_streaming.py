@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import orjson
 import pytest
+import redis
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.db import OperationalError
@@ -28,13 +30,16 @@ from conversations.models import Message, Run, RunEvent, RunStatus
 from conversations.store import turn_store
 from conversations.store.types import PreparedTurn
 from copilot_runtime.engine import run_claim
-from copilot_runtime.engine.claims import claim_in_layer
+from copilot_runtime.engine.claims import KEY_PREFIX, claim_in_layer, claim_in_layer_announcing
 from copilot_runtime.engine.execute import run_execute
 from copilot_runtime.engine.heartbeats import heartbeat_for_loop
+from copilot_runtime.engine.recorder import RunRecorder
 from copilot_runtime.engine.relay import run_group
 from copilot_runtime.engine.service import turn_prepare
+from copilot_runtime.events import Event
 from copilot_runtime.events.request import TurnRequest
 from copilot_runtime.graphql.turn_input import parse_generate_input
+from tests.copilot_runtime.engine.conftest import claims_redis_url
 from tests.support.generate_e2e import generate_data, text_input
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -413,3 +418,45 @@ async def test_a_model_slower_than_the_fold_window_claims_on_its_own_first(
     assert heard and heard[-1]["events"][-1][1] == "run_finished"
     events, _messages, (status, attempts, _finished_at) = await _stored(prepared.run_id)
     assert "text_delta" in events and (status, attempts) == (RunStatus.SUCCEEDED, 1)
+
+
+async def test_the_first_tokens_announcement_leaves_before_the_run_reads_on(
+    model_on_the_fake: None,
+    pubsub_layer: Any,
+    never_marked: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A model answering at once hands the run much of its reply in one read. The script that
+    # claims the run and announces its first token is written to Redis before the run parses
+    # the rest: it waits neither for a task of its own to start nor for redis-py's turns of
+    # the loop.
+    monkeypatch.setattr(run_claim, "CLAIM_FOLD_SECONDS", 30.0)
+    prepared, request = await _prepared("redis-claim-at-once", tokens=50)
+    key = KEY_PREFIX + prepared.run_id
+    # As on a worker that has claimed runs before: a connection to Redis is open already.
+    assert await claim_in_layer_announcing("warming-" + prepared.run_id, []) is True
+    observer = redis.Redis.from_url(claims_redis_url())
+    emitted: list[str] = []
+    claimed_when_read_on: list[bool] = []
+    observe = RunRecorder.observe
+
+    def counting(self: RunRecorder, event: Event) -> None:
+        emitted.append(event.type)
+        if event.type == "text_delta" and emitted.count("text_delta") == 2:
+            # The event loop is held here: only a script already written can set the key.
+            give_up = time.monotonic() + 2
+            while not observer.exists(key) and time.monotonic() < give_up:
+                time.sleep(0.001)
+            claimed_when_read_on.append(bool(observer.exists(key)))
+        observe(self, event)
+
+    monkeypatch.setattr(RunRecorder, "observe", counting)
+    try:
+        with runtime_settings_overridden(EVENT_FLUSH_MS=30_000):
+            status = await _execute(prepared, request, claim_in_redis=True)
+    finally:
+        observer.close()
+
+    assert status == RunStatus.SUCCEEDED
+    assert claimed_when_read_on == [True]  # the reply came in more than one delta, too
+    assert never_marked == []
