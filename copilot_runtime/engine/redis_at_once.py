@@ -41,6 +41,8 @@ async def command_at_once(client: Redis, *args: Any) -> Any:
         # Not ``send_command``: under a socket timeout (channels_redis's pools have one) it
         # writes from a task of its own (``asyncio.wait_for``), which runs after the caller's
         # next wait. A transport takes the bytes at once; only a full buffer is waited for.
+        # The connection's own writer (redis-py is pinned in requirements.lock; the tests of
+        # this module fail if it moves).
         writer = connection._writer
         writer.writelines(connection.pack_command(*args))
         async with asyncio.timeout(connection.socket_timeout):
