@@ -17,13 +17,16 @@ is written at once, and only its reply is waited for.
 What redis-py's client does besides is left out on purpose: its retries (each caller already
 has its own way when Redis fails: the task goes by Celery's publish, the claim is taken in the
 database) and its metrics. A connection a command failed or was cancelled on is closed before
-it goes back to the pool, which is what the skipped check guards against.
+it goes back to the pool, which is what the skipped check guards against; an error reply, read
+whole, leaves it open.
 """
 
 from __future__ import annotations
 
 import asyncio
 from typing import TYPE_CHECKING, Any
+
+from redis.exceptions import ResponseError
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -48,6 +51,8 @@ async def command_at_once(client: Redis, *args: Any) -> Any:
         async with asyncio.timeout(connection.socket_timeout):
             await writer.drain()
         return await connection.read_response()
+    except ResponseError:
+        raise  # an error reply, read whole: the connection serves the next command
     except BaseException:
         # Half written, or its reply unread: no other command may follow on it.
         await connection.disconnect(nowait=True)

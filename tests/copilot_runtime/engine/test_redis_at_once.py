@@ -77,9 +77,25 @@ async def test_the_command_is_written_before_the_caller_first_waits(
 async def test_an_error_reply_raises_and_the_next_command_is_served(
     client: redis_asyncio.Redis,
 ) -> None:
+    connection_id = await command_at_once(client, "CLIENT", "ID")
     with pytest.raises(ResponseError):
         await command_at_once(client, "EVAL", "return redis.call('NOSUCHCOMMAND')", 0)
     assert await command_at_once(client, "ECHO", b"after") == b"after"
+    assert _in_use(client) == 0
+    # The error reply was read whole: the same connection, not a new one, serves on.
+    assert await command_at_once(client, "CLIENT", "ID") == connection_id
+
+
+async def test_a_connection_redis_dropped_raises_a_connection_error_then_reconnects(
+    client: redis_asyncio.Redis, observer: redis.Redis
+) -> None:
+    # The callers fall back on redis-py's connection errors (the task to Celery's publish,
+    # the claim to the database): a dropped connection must raise one, not hang or pass.
+    connection_id = await command_at_once(client, "CLIENT", "ID")
+    assert observer.client_kill_filter(_id=connection_id) == 1
+    with pytest.raises((redis.exceptions.ConnectionError, OSError)):
+        await command_at_once(client, "ECHO", b"lost")
+    assert await command_at_once(client, "ECHO", b"again") == b"again"
     assert _in_use(client) == 0
 
 
