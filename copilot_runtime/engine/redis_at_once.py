@@ -26,8 +26,6 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from redis.exceptions import ResponseError
-
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
@@ -36,6 +34,9 @@ async def command_at_once(client: Redis, *args: Any) -> Any:
     """``client.execute_command(*args)``'s reply, unparsed by the command's callback (an error
     reply raises ``redis.exceptions.ResponseError`` as there): the command is written to a
     pooled connection before the first wait."""
+    # On use: a web process on the inline executor never imports redis.
+    from redis.exceptions import ResponseError
+
     pool = client.connection_pool
     connection = pool.get_available_connection()
     try:
