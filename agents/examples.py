@@ -30,11 +30,28 @@ and use one from the frontend with ``<CopilotKit agent="counter">``.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 from agents.python import AgentContext, PythonAgent
 from agents.python.base import AgentOutput
+from copilot_runtime.client_numbers import ClientNumberError, parse_client_int
 
 RESET_WORD = "reset"
+
+
+# No thread counts this far; a larger count in a client's state is not one this agent wrote.
+_COUNT_MAX = 2**53 - 1
+
+
+def _count(value: Any) -> int:
+    """The count in the state the client sent back: a whole number (or its ASCII digits);
+    anything else starts over at 0 rather than failing the turn."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    try:
+        return parse_client_int(value, minimum=0, maximum=_COUNT_MAX)
+    except ClientNumberError:
+        return 0
 
 
 class CounterAgent(PythonAgent):
@@ -42,7 +59,7 @@ class CounterAgent(PythonAgent):
     the answer "yes" resets the count, anything else keeps it."""
 
     async def run(self, context: AgentContext) -> AsyncIterator[AgentOutput]:
-        count = int(context.state.get("count") or 0)
+        count = _count(context.state.get("count"))
 
         if context.resume is not None:
             if str(context.resume.response).strip().lower() in {"yes", "y", "true"}:

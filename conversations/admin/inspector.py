@@ -33,6 +33,7 @@ from conversations.models import (
     Span,
     Thread,
 )
+from copilot_runtime.client_numbers import ClientNumberError, parse_client_int
 
 MESSAGES_PER_PAGE = 100
 RUNS_PER_PAGE = 25
@@ -86,13 +87,25 @@ class Pages:
         return self.number + 1
 
 
+# Past the last page the last one is shown, so no larger page number is worth reading (the
+# offset of a page still fits the database's bigint).
+_PAGE_READ_MAX = 2**31 - 1
+
+
+def _page_number(requested: Any) -> int:
+    """The page a query string (or this module) names: a number too large is the last page,
+    anything that is no page number the first."""
+    if isinstance(requested, int) and not isinstance(requested, bool):
+        return max(requested, 1)
+    try:
+        return parse_client_int(requested, minimum=1, maximum=_PAGE_READ_MAX)
+    except ClientNumberError as refused:
+        return _PAGE_READ_MAX if refused.too_large else 1
+
+
 def _pages(total: int, per_page: int, requested: Any) -> Pages:
     count = max(1, ceil(total / per_page))
-    try:
-        number = int(requested)
-    except (TypeError, ValueError):
-        number = 1
-    return Pages(number=min(max(number, 1), count), count=count, total=total)
+    return Pages(number=min(_page_number(requested), count), count=count, total=total)
 
 
 # --- runs -------------------------------------------------------------------------------------
@@ -167,10 +180,7 @@ def _clip(value: Any) -> str:
 def run_trace(*, run: RunSummary, page: Any = 1, now: dt.datetime | None = None) -> RunTrace:
     """One page of a run's spans (in start order) on the run's whole timeline."""
     spans_of_run = Span.objects.filter(run_id=run.run.pk)
-    try:
-        number = max(int(page), 1)
-    except (TypeError, ValueError):
-        number = 1
+    number = _page_number(page)
     offset = (number - 1) * SPANS_PER_PAGE
     rows = list(spans_of_run.order_by("started_at", "id")[offset : offset + SPANS_PER_PAGE + 1])
     axis = None

@@ -26,6 +26,7 @@ from conversations.selectors import run_ended_unlogged
 from copilot_runtime.agui.encoder import SseEncoder, sse_frames
 from copilot_runtime.agui.messages import agui_messages
 from copilot_runtime.agui.translate import Translator, compact_events, run_started
+from copilot_runtime.client_numbers import ClientNumberError, parse_client_int
 from copilot_runtime.engine.executor import reap_if_stale_check
 from copilot_runtime.engine.relay import follow_run, log_read
 from copilot_runtime.events import (
@@ -41,6 +42,8 @@ from copilot_runtime.events import (
 logger = logging.getLogger(__name__)
 
 _ACTIVE = ("pending", "running")
+# RunEvent.seq is a PositiveIntegerField: no logged event has a larger seq.
+_SEQ_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -53,8 +56,11 @@ def cursor_parse(raw: Any) -> Cursor | None:
     if not isinstance(raw, str) or not raw.strip():
         return None
     run_id, _, seq = raw.strip().rpartition(":")
-    if run_id and seq.isdigit():
-        return Cursor(run_id=run_id, seq=int(seq))
+    if run_id:
+        try:
+            return Cursor(run_id=run_id, seq=parse_client_int(seq, minimum=0, maximum=_SEQ_MAX))
+        except ClientNumberError:
+            pass  # no seq this server wrote: the whole id is a run id, as any other text is
     return Cursor(run_id=raw.strip())
 
 

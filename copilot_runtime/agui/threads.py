@@ -27,11 +27,15 @@ from conversations.services.threads import ThreadIsBusy, do_thread_change, do_th
 from copilot_runtime.agui.messages import agui_messages, thread_endpoint_messages
 from copilot_runtime.agui.replay import thread_history
 from copilot_runtime.agui.translate import Translator, compact_events
+from copilot_runtime.client_numbers import ClientNumberError, parse_client_int
 from copilot_runtime.engine.relay import log_read
 from copilot_runtime.events import event_from_payload
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
+# A larger ``limit`` is served MAX_PAGE_SIZE at a time; past the largest integer a JavaScript
+# client writes exactly it is no limit a client meant, and refused.
+_LIMIT_READ_MAX = 2**53 - 1
 
 __all__ = ["ThreadIsBusy", "ThreadRequestError"]
 
@@ -102,9 +106,11 @@ def threads_list(
     """The caller's threads, most recently updated first, ``limit`` at a time."""
     size = DEFAULT_PAGE_SIZE
     if limit:
-        if not limit.isdigit() or int(limit) <= 0:
-            raise ThreadRequestError("Valid limit query param is required")
-        size = min(int(limit), MAX_PAGE_SIZE)
+        try:
+            asked = parse_client_int(limit, minimum=1, maximum=_LIMIT_READ_MAX)
+        except ClientNumberError:
+            raise ThreadRequestError("Valid limit query param is required") from None
+        size = min(asked, MAX_PAGE_SIZE)
     rows = threads_for_caller(
         user=user,
         agent_name=agent_id,

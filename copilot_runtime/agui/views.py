@@ -23,7 +23,7 @@ from copilot_runtime.agui import responses, routes, runs, threads
 from copilot_runtime.agui.info import runtime_info
 from copilot_runtime.auth import AuthenticationFailed, Caller, resolve_caller
 from copilot_runtime.http.asgi_only import asgi_required, streams_over_wsgi
-from copilot_runtime.http.body import BodyRefusal, read_json_body
+from copilot_runtime.http.body import BodyRefusal, read_json_body, request_length_refusal
 from copilot_runtime.http.responses import REFUSED_VALUE, json_response
 from copilot_runtime.mount import RUNTIME_PATH
 
@@ -134,6 +134,9 @@ async def serve_subpath(request: HttpRequest, subpath: str) -> HttpResponse:
             return _body_refused(parsed)
         body = parsed.value
     elif route.method == routes.AGENT_STOP:
+        refused = request_length_refusal(request)
+        if refused is not None:
+            return _body_refused(refused)
         body = _lenient_json(request)
 
     async def handle(caller: Caller) -> HttpResponse:

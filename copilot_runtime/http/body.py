@@ -9,6 +9,7 @@ import orjson
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
 
+from copilot_runtime.client_numbers import ClientNumberError, parse_client_int
 from copilot_runtime.conf import runtime_setting
 from copilot_runtime.http.responses import json_error
 
@@ -24,6 +25,33 @@ def too_large(limit: int) -> BodyRefusal:
     return BodyRefusal(
         413, "payload_too_large", f"The request body is larger than the limit of {limit} bytes."
     )
+
+
+BAD_LENGTH = "The Content-Length header is not a number of bytes."
+
+
+def declared_length_refusal(declared: str | None, limit: int) -> BodyRefusal | None:
+    """A ``Content-Length`` that is not a decimal number (a 400: RFC 9112 makes it an
+    unrecoverable framing error, and Django's own ``request.body`` would fail on it), or one
+    above ``limit``, however many digits it has (a 413, before a byte of the body is read);
+    None when it is absent or within the limit (the body is still read no further than it)."""
+    if not declared:
+        return None  # absent; an empty value is what some gateways pass for none
+    try:
+        parse_client_int(declared, minimum=0, maximum=limit)
+    except ClientNumberError as refused:
+        if refused.too_large:
+            return too_large(limit)
+        return BodyRefusal(400, "invalid_request", BAD_LENGTH)
+    return None
+
+
+def request_length_refusal(request: HttpRequest) -> BodyRefusal | None:
+    """``declared_length_refusal`` of a request Django already parsed: a route that reads its
+    body through ``request.body`` checks this first (with no front before Django, as in a host
+    project, a malformed length would otherwise fail in Django's own ``int()``)."""
+    limit = int(runtime_setting("MAX_BODY_BYTES"))
+    return declared_length_refusal(request.headers.get("Content-Length"), limit)
 
 
 # orjson reads up to 1,024 levels of nesting but writes at most 254, and what a request carries
@@ -55,9 +83,9 @@ class BodyRefusal:
 def read_json_body(request: HttpRequest) -> JsonBody | BodyRefusal:
     """The parsed JSON body, or why it is refused."""
     limit = int(runtime_setting("MAX_BODY_BYTES"))
-    declared = request.headers.get("Content-Length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        return too_large(limit)
+    refused = declared_length_refusal(request.headers.get("Content-Length"), limit)
+    if refused is not None:
+        return refused
     # Read the stream ourselves: request.body would apply Django's own (smaller, unrelated)
     # DATA_UPLOAD_MAX_MEMORY_SIZE instead of the runtime's limit.
     try:

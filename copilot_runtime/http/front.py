@@ -30,7 +30,7 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from copilot_runtime.agui import responses as agui_responses
 from copilot_runtime.agui import routes, runs
 from copilot_runtime.conf import runtime_setting
-from copilot_runtime.http.body import too_large
+from copilot_runtime.http.body import declared_length_refusal, too_large
 from copilot_runtime.http.caller_cache import AuthenticationFailed, resolve_caller_cached
 from copilot_runtime.http.cors import allowed_origin, decorate
 from copilot_runtime.http.graphql_http import (
@@ -76,13 +76,16 @@ def _hot_route(scope: Scope) -> str | None:
     return None
 
 
-def _declares_too_much(scope: Scope) -> bool:
+def _declared_refusal(scope: Scope) -> HttpResponse | None:
+    """A runtime route's Content-Length over the limit (413) or not a number (400): answered
+    here, so Django (whose ``request.body`` fails on a malformed one) never sees it."""
     if scope["type"] != "http" or not scope["path"].startswith(RUNTIME_PATH):
-        return False
+        return None
     declared = _header(scope, b"content-length")
-    return bool(declared and declared.isdigit()) and int(declared) > int(
-        runtime_setting("MAX_BODY_BYTES")
-    )
+    if declared is None:
+        return None  # most requests (no body): not even the setting is read
+    refused = declared_length_refusal(declared, int(runtime_setting("MAX_BODY_BYTES")))
+    return refused.response() if refused is not None else None
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -93,9 +96,9 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 
 async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
-    declared = _header(scope, b"content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise _BodyRefused(_too_large(limit))
+    refused = declared_length_refusal(_header(scope, b"content-length"), limit)
+    if refused is not None:
+        raise _BodyRefused(refused.response())
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -140,10 +143,10 @@ class RuntimeFront:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         route = _hot_route(scope)
         if route is None:
-            if _declares_too_much(scope):
+            refused = _declared_refusal(scope)
+            if refused is not None:
                 # Any runtime route: refused before a byte of the body is read.
-                limit = int(runtime_setting("MAX_BODY_BYTES"))
-                await _send_response(_too_large(limit), send, scope=scope)
+                await _send_response(refused, send, scope=scope)
                 return
             await self.app(scope, receive, send)
             return

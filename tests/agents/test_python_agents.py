@@ -125,6 +125,32 @@ async def test_the_state_the_client_sends_wins_over_the_stored_one(agents_on_fak
     assert "turn 42" in streamed_text(events)
 
 
+@pytest.mark.parametrize(
+    ("count", "turn"),
+    [
+        ("41", 42),  # its digits in a string still count
+        ("²", 1),  # a digit to str.isdigit, refused by int(): the count starts over
+        ("9" * 5000, 1),  # past int()'s 4,300 digits
+    ],
+)
+async def test_a_count_in_the_clients_state_that_is_no_count_starts_over(
+    agents_on_fake, count: str, turn: int
+) -> None:
+    await run_turn(agent_request("counter", [text("u1", "hello")]))
+
+    events, run = await run_turn(
+        agent_request(
+            "counter",
+            [text("u1", "hello"), text("u2", "again")],
+            agent_states=[{"agentName": "counter", "state": json.dumps({"count": count})}],
+        )
+    )
+
+    assert not [event for event in events if isinstance(event, RunError)]
+    assert run.status == RunStatus.SUCCEEDED
+    assert f"This is turn {turn} of this thread." in streamed_text(events)
+
+
 async def test_an_interrupt_pauses_the_run_and_its_answer_resumes_the_agent(
     agents_on_fake,
 ) -> None:

@@ -567,3 +567,22 @@ def test_a_long_run_s_spans_are_paged_on_one_timeline(admin_client: Client) -> N
     # Span 1000 starts 1000 ms into a run of 1200 ms: placed on the run's whole axis.
     offsets = re.findall(r"left: ([\d.]+)%", last)
     assert float(offsets[5]) == pytest.approx(1000 / 1200 * 100, abs=0.01)
+
+
+def test_a_page_number_that_is_no_number_is_the_first_page_and_a_huge_one_the_last(
+    admin_client: Client,
+) -> None:
+    thread = big_thread_create(messages=10, runs=1, spans_per_run=1200)
+    url = inspect_url(thread)
+    first = section(page_of(admin_client, url), "waterfall")
+    last = section(page_of(admin_client, url, spans_page=3), "waterfall")
+
+    # "²" and "٣" are digits to str.isdigit (int() refuses the one, reads 3 in the other).
+    for page in ("²", "٣", " 2", "+2", "0", "-2", "abc"):
+        assert section(page_of(admin_client, url, spans_page=page), "waterfall") == first, page
+    # Past int()'s 4,300 digits, or an offset past the database's bigint: the last page.
+    for page in ("99999999999999999999", "9" * 5000):
+        assert section(page_of(admin_client, url, spans_page=page), "waterfall") == last
+    for name in ("page", "runs_page"):
+        for page in ("²", "99999999999999999999", "9" * 5000):
+            page_of(admin_client, url, **{name: page})  # answered (200), not a 500 page

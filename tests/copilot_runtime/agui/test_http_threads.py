@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import datetime as dt
 from typing import Any
+from urllib.parse import quote
 
+import orjson
 import pytest
 from django.test import AsyncClient
 from django.utils import timezone
 
 from conversations.models import AgentState, Message, Run, RunEvent, Thread, ThreadStatus
 from tests.copilot_runtime.agui.helpers import BASE, body_of, post
+from tests.support.asgi_call import call
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -288,3 +291,48 @@ async def test_resource_requests_outside_the_thread_endpoints_are_refused(
     response = await post(AsyncClient(), "", envelope)
     assert response.status_code == status
     assert body_of(response) == expected
+
+
+# --- a limit that is no whole number ----------------------------------------------------------
+
+LIMIT_REFUSED = {"error": "Valid limit query param is required"}
+FIVE_THOUSAND_DIGITS = "9" * 5000
+
+
+@pytest.mark.parametrize(
+    "limit",
+    [
+        "%C2%B2",  # "²": a digit to str.isdigit, refused by int()
+        "%D9%A3",  # "٣", an Arabic-indic three: int() would read 3
+        FIVE_THOUSAND_DIGITS,  # past int()'s 4,300 digits
+        "9007199254740992",  # one past the largest integer JavaScript writes exactly
+        "%205",
+        "%2B5",
+        "5.0",
+        "0",
+    ],
+)
+async def test_a_limit_that_is_no_page_size_is_a_json_400(limit: str) -> None:
+    # The whole ASGI application: a failure here would be Django's HTML 500 page.
+    reply = await call(BASE + "/threads", method="GET", query_string=f"limit={limit}".encode())
+
+    assert reply.status == 400, reply.body[:200]
+    assert reply.headers["content-type"] == "application/json"
+    assert reply.json() == LIMIT_REFUSED
+
+
+async def test_a_limit_above_the_page_size_is_served_a_page_at_a_time() -> None:
+    reply = await call(BASE + "/threads", method="GET", query_string=b"limit=9007199254740991")
+
+    assert reply.status == 200, reply.body[:200]
+    assert reply.json() == {"threads": [], "nextCursor": None}
+
+
+@pytest.mark.parametrize("limit", ["²", FIVE_THOUSAND_DIGITS])
+async def test_a_bad_limit_through_resource_request_is_the_same_json_400(limit: str) -> None:
+    envelope = resource(f"/threads?limit={quote(limit)}")
+    reply = await call(BASE, orjson.dumps(envelope))
+
+    assert reply.status == 400, reply.body[:200]
+    assert reply.headers["content-type"] == "application/json"
+    assert reply.json() == LIMIT_REFUSED

@@ -22,7 +22,7 @@ from conversations.models import Message, Run, Thread
 from copilot_runtime.auth import do_issue_token, do_revoke_token
 from copilot_runtime.engine.execute import RUN_TIME_LIMIT_CODE
 from copilot_runtime.http import front
-from copilot_runtime.http.body import TOO_DEEP
+from copilot_runtime.http.body import BAD_LENGTH, TOO_DEEP
 from copilot_runtime.http.caller_cache import caller_cache_clear
 from copilot_runtime.http.front import RuntimeFront
 from tests.support.asgi_call import Reply, call
@@ -88,13 +88,54 @@ async def test_any_runtime_route_refuses_a_declared_oversized_body(runtime: Any)
     assert reply.received == []  # type: ignore[attr-defined]
 
 
+def with_content_length(raw: bytes | None) -> Any:
+    """The application, called with ``raw`` as the request's Content-Length (the bytes on the
+    wire: a header is read as latin-1, so "²" is the one byte 0xB2), or with none at all (a
+    chunked body)."""
+    from copilot_runtime.asgi import application
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        headers = [(k, v) for k, v in scope["headers"] if k != b"content-length"]
+        if raw is not None:
+            headers.append((b"content-length", raw))
+        await application({**scope, "headers": headers}, receive, send)
+
+    return app
+
+
 async def test_reading_stops_at_the_limit(runtime: Any) -> None:
-    # No usable Content-Length: the body is read chunk by chunk, and no further than the limit.
+    # No Content-Length: the body is read chunk by chunk, and no further than the limit.
     chunks = [b"x" * 3000] * 5
-    reply = await call(RUN_PATH, chunks, headers={"content-length": "not-a-number"})
+    reply = await call(RUN_PATH, chunks, app=with_content_length(None))
 
     assert reply.status == 413
     assert sum(reply.received) <= 4096 + 3000  # type: ignore[attr-defined]
+
+
+RUNTIME_POSTS = [RUN_PATH, "/api/copilotkit", "/api/copilotkit/agent/default/stop/t-1"]
+
+
+@pytest.mark.parametrize("path", RUNTIME_POSTS)
+@pytest.mark.parametrize("length", ["²".encode("latin-1"), b"not-a-number", b"+5", b"-1", b"5.0"])
+async def test_a_content_length_that_is_no_number_is_a_400_before_the_body_is_read(
+    runtime: Any, path: str, length: bytes
+) -> None:
+    reply = await call(path, run_body(), app=with_content_length(length))
+
+    assert reply.status == 400, reply.body[:200]
+    assert reply.json() == {"error": "invalid_request", "message": BAD_LENGTH}
+    assert reply.received == []  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("path", RUNTIME_POSTS)
+async def test_a_five_thousand_digit_content_length_is_too_large_before_the_body_is_read(
+    runtime: Any, path: str
+) -> None:
+    reply = await call(path, run_body(), app=with_content_length(b"9" * 5000))
+
+    assert reply.status == 413, reply.body[:200]
+    assert reply.json()["error"] == "payload_too_large"
+    assert reply.received == []  # type: ignore[attr-defined]
 
 
 async def test_a_client_that_stops_sending_its_body_is_dropped_unanswered(
