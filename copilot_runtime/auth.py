@@ -8,13 +8,13 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
 from django.http import HttpRequest
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils import timezone
 
+from conversations.store.health import db_sync_to_async
 from copilot_runtime.conf import anonymous_allowed
 from copilot_runtime.errors import CopilotKitError, ErrorCode
 from copilot_runtime.http.cors import origin_listed
@@ -87,7 +87,7 @@ async def resolve_caller(request: HttpRequest) -> Caller:
     """The caller of a runtime request; raises AuthenticationFailed when refused."""
     raw_token = _bearer_token(request)
     if raw_token is not None:
-        user = await sync_to_async(token_user)(raw_token)
+        user = await db_sync_to_async(token_user)(raw_token)
         if user is None:
             raise AuthenticationFailed("The bearer token is unknown or revoked.")
         return Caller(user=user, via="token")

@@ -18,7 +18,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
-from asgiref.sync import sync_to_async
 
 from agents.langgraph_platform.client import deployment_client
 from agents.langgraph_platform.config import Deployment, langgraph_target
@@ -27,6 +26,7 @@ from agents.langgraph_platform.messages import langgraph_messages
 from agents.registry import AgentSpec
 from agents.runners.context import TurnContext
 from agents.runners.stream import AgentStream, normalized_events
+from conversations.store.health import db_sync_to_async
 from copilot_runtime.events import Event, RunError
 
 logger = logging.getLogger(__name__)
@@ -125,7 +125,7 @@ async def _remember_thread(
 ) -> None:
     from conversations.services.threads import thread_metadata_set
 
-    await sync_to_async(thread_metadata_set)(
+    await db_sync_to_async(thread_metadata_set)(
         thread_id=thread_id,
         key=f"{METADATA_KEY}:{agent_name}",
         value={"thread_id": lg_thread_id, "url": deployment.url},

@@ -5,10 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import sync_to_async
-
 from agents.interrupts import InterruptAnswer, interrupt_answer
 from agents.runners.chat import BeforeServerAction
+from conversations.store.health import db_sync_to_async
 from copilot_runtime.adapters.base import ModelAdapter
 from copilot_runtime.engine.actions import ServerAction
 from copilot_runtime.events import MetaEvent
@@ -43,7 +42,7 @@ class TurnContext:
         if self._pending is None:
             from conversations.selectors import thread_pending_interrupt
 
-            payloads = await sync_to_async(thread_pending_interrupt)(thread_id=self.thread_id)
+            payloads = await db_sync_to_async(thread_pending_interrupt)(thread_id=self.thread_id)
             self._pending = [MetaEvent(**payload) for payload in payloads]
         return self._pending
 

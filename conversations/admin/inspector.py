@@ -33,6 +33,7 @@ from conversations.models import (
     Span,
     Thread,
 )
+from conversations.services.runs import WORKER_LOST_CODE
 from copilot_runtime.client_numbers import ClientNumberError, parse_client_int
 
 MESSAGES_PER_PAGE = 100
@@ -131,6 +132,15 @@ class RunSummary:
     def error_message(self) -> str:
         details = self.run.error_details or {}
         return str(details.get("message") or "") if isinstance(details, dict) else ""
+
+    @property
+    def ending(self) -> str:
+        """How the transcript heads the run's end: a run whose process died under it (killed,
+        crashed, its machine lost) was interrupted, not refused or failed by its agent; what
+        it had stored stays above, marked unfinished."""
+        if self.run.error_code == WORKER_LOST_CODE:
+            return "Interrupted: the process executing this run stopped (crashed or was killed)"
+        return "The run failed"
 
     @property
     def limit_trips(self) -> str:

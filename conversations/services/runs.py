@@ -17,6 +17,9 @@ from conversations.services.messages import OutputMessage, messages_store_output
 from copilot_runtime.errors import CopilotKitError, ErrorCode
 
 ACTIVE_STATUSES = (RunStatus.PENDING, RunStatus.RUNNING)
+# A run whose executor stopped renewing its heartbeat (killed, crashed, its machine lost), as the
+# reaper ends it (copilot_runtime/engine/reaper.py); the admin shows it as interrupted.
+WORKER_LOST_CODE = "WORKER_LOST"
 # Meta events by which an agent pauses for the user (human in the loop, see agents/interrupts.py).
 INTERRUPT_META_EVENT_NAMES = ("LangGraphInterruptEvent", "CopilotKitLangGraphInterruptEvent")
 

@@ -9,14 +9,10 @@ connection open for the life of the process.
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-import functools
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from asgiref.sync import SyncToAsync
-from django.db import transaction
+from django.db import connection, transaction
 
 from conversations.models import Run
 from conversations.selectors import agent_state_latest, run_log_read
@@ -34,6 +30,7 @@ from conversations.services.runs import (
 )
 from conversations.services.threads import thread_get_or_create_for_turn
 from conversations.store import spans
+from conversations.store.health import on_shared_thread
 from conversations.store.types import (
     PreparedTurn,
     Progress,
@@ -48,10 +45,12 @@ T = TypeVar("T")
 
 async def on_store_thread(function: Callable[..., T], /, **kwargs: Any) -> T:
     """Run ``function(**kwargs)`` on the store's single thread."""
-    loop = asyncio.get_running_loop()
-    context = contextvars.copy_context()
-    call = functools.partial(context.run, functools.partial(function, **kwargs))
-    return await loop.run_in_executor(SyncToAsync.single_thread_executor, call)
+    return await on_shared_thread(function, **kwargs)
+
+
+def _select_one() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
 
 
 def _active_runs(thread_pk: int) -> list[str]:
@@ -147,6 +146,9 @@ class OrmTurnStore:
 
     async def mark_running(self, *, run_id: str, model: str) -> bool:
         return await on_store_thread(run_mark_running, run_id=run_id, model=model)
+
+    async def check(self) -> None:
+        await on_store_thread(_select_one)
 
     async def record(self, *, run_id: str, thread_pk: int | None, progress: Progress) -> None:
         await self.record_many(entries=[RunProgress(run_id, thread_pk, progress)])

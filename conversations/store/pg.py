@@ -30,7 +30,6 @@ from typing import Any, NamedTuple
 
 import orjson
 import psycopg
-from asgiref.sync import sync_to_async
 from django import db as django_db
 from django.db import connections
 from django.utils import timezone
@@ -41,6 +40,7 @@ from conversations.services.messages import _NOT_STORED_ROLES
 from conversations.services.runs import LoggedEvent, ThreadBusy
 from conversations.services.threads import ThreadNotAvailable, title_from_text
 from conversations.store.grouped import Grouped, PerLoop
+from conversations.store.health import db_sync_to_async
 from conversations.store.known import KNOWN, KnownHistory
 from conversations.store.pg_progress import (
     AGENT_STATE,
@@ -218,7 +218,7 @@ class PgTurnStore:
                 return await self._prepare(turn, ahead)
             except _Busy as busy:
                 # Reaped outside the transaction: the reaper updates the thread row we held.
-                if await sync_to_async(reap)(busy.running):
+                if await db_sync_to_async(reap)(busy.running):
                     return await self._prepare(turn, ahead)
                 raise ThreadBusy(turn.thread_id) from None
         except psycopg.Error as exc:
@@ -411,6 +411,9 @@ class PgTurnStore:
             many=True,
         )
         return [LoggedEvent(seq=seq, type=kind, payload=payload) for seq, kind, payload in rows]
+
+    async def check(self) -> None:
+        await self._execute("SELECT 1", None, fetch=False)
 
     async def _execute(
         self, sql: str, params: Any, *, fetch: bool = True, many: bool = False

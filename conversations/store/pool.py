@@ -6,6 +6,11 @@ the server's CPU (py-spy), more than the statements it served. A turn's needs ar
 autocommit connections, a bound on how many exist, a bounded wait for one, and never reusing
 one that is broken or left inside a transaction, and a statement run once on each new
 connection to set its session up. That is all this does.
+
+An idle connection whose server ended the session (a restart, a failover,
+``pg_terminate_backend``) is found before it is handed out: its socket has become readable
+(``conversations/store/health.py``), and it is replaced by a new one, so no statement is lost
+to a session that died while it waited here.
 """
 
 from __future__ import annotations
@@ -17,6 +22,17 @@ from collections.abc import AsyncIterator
 import psycopg
 from psycopg import AsyncConnection
 from psycopg.pq import TransactionStatus
+
+from conversations.store.health import peer_closed
+
+# Closings under way: the loop keeps only weak references to its tasks.
+_CLOSING: set[asyncio.Task[None]] = set()
+
+
+def _close_soon(conn: AsyncConnection) -> None:
+    closing = asyncio.get_running_loop().create_task(conn.close())
+    _CLOSING.add(closing)
+    closing.add_done_callback(_CLOSING.discard)
 
 
 class PoolTimeout(psycopg.OperationalError):
@@ -50,12 +66,26 @@ class TurnPool:
             await self._slots.acquire()
         conn: AsyncConnection | None = None
         try:
-            conn = self._idle.pop() if self._idle else await self._connect()
+            conn = self._take_idle() or await self._connect()
             yield conn
         finally:
             if conn is not None:
                 self._give_back(conn)
             self._slots.release()
+
+    def _take_idle(self) -> AsyncConnection | None:
+        """The most recently used idle connection whose session is still open; the ones the
+        server ended meanwhile are closed on the way."""
+        while self._idle:
+            conn = self._idle.pop()
+            try:
+                ended = conn.closed or peer_closed(conn.fileno())
+            except psycopg.Error:
+                ended = True
+            if not ended:
+                return conn
+            _close_soon(conn)
+        return None
 
     async def _connect(self) -> AsyncConnection:
         conn = await AsyncConnection.connect(self._conninfo, autocommit=True)
@@ -77,7 +107,7 @@ class TurnPool:
             self._idle.append(conn)
         else:
             # Broken, or left inside a (failed) transaction: never handed out again.
-            asyncio.get_running_loop().create_task(conn.close())
+            _close_soon(conn)
 
     async def close(self) -> None:
         self._closed = True

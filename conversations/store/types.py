@@ -119,6 +119,11 @@ class TurnStore(Protocol):
 
     async def mark_running(self, *, run_id: str, model: str) -> bool: ...
 
+    async def check(self) -> None:
+        """One round trip on the connections the next turn would use (``/readyz``); raises
+        the database's error when it cannot be made."""
+        ...
+
     async def record(self, *, run_id: str, thread_pk: int | None, progress: Progress) -> None:
         """One run's next progress (``record_many`` of one entry)."""
         ...

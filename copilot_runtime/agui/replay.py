@@ -19,10 +19,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import sync_to_async
-
 from conversations.models import Message, Run, RunEvent, Thread
 from conversations.selectors import run_ended_unlogged
+from conversations.store.health import db_sync_to_async
 from copilot_runtime.agui.encoder import SseEncoder, sse_frames
 from copilot_runtime.agui.messages import agui_messages
 from copilot_runtime.agui.translate import Translator, compact_events, run_started
@@ -210,7 +209,7 @@ async def _follow_active(thread_id: str, active: ActiveRun) -> AsyncIterator[byt
 
     async def check_alive() -> None:
         await reap_if_stale()
-        if await sync_to_async(run_ended_unlogged)(run_id=active.run_id):
+        if await db_sync_to_async(run_ended_unlogged)(run_id=active.run_id):
             raise _RunEndedUnlogged
 
     try:

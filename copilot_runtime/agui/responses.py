@@ -8,6 +8,7 @@ from typing import Any
 
 from django.http import HttpResponse
 
+from conversations.store.disk import UNAVAILABLE_MESSAGE, database_trouble_message
 from copilot_runtime.errors import CopilotKitError, ErrorCode
 from copilot_runtime.http.responses import ByteStreamResponse, json_response
 
@@ -57,12 +58,14 @@ def unauthorized(message: str) -> HttpResponse:
     )
 
 
-def database_unavailable() -> HttpResponse:
+def database_unavailable(failure: BaseException | None = None) -> HttpResponse:
     return json_response(
         {
             "error": "Service unavailable",
             "code": ErrorCode.NETWORK_ERROR.value,
-            "message": "The runtime's database is unavailable; try again shortly.",
+            "message": UNAVAILABLE_MESSAGE
+            if failure is None
+            else database_trouble_message(failure),
         },
         status=503,
     )
@@ -75,6 +78,7 @@ _REFUSALS: dict[ErrorCode, tuple[int, str]] = {
     ErrorCode.BAD_REQUEST: (400, "Invalid request"),
     ErrorCode.CONFIGURATION_ERROR: (400, "Agent not runnable"),
     ErrorCode.AUTHENTICATION_ERROR: (401, "Unauthorized"),
+    ErrorCode.NETWORK_ERROR: (503, "Service unavailable"),
 }
 
 

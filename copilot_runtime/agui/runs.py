@@ -14,7 +14,6 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import IntegrityError
 from django.http import HttpRequest, HttpResponse
 
@@ -23,6 +22,7 @@ from agents.remote.announced import agent_resolve
 from agents.runners import agent_turn_events
 from conversations.selectors import active_run_ids_for_caller, run_exists, thread_get_for_caller
 from conversations.services.runs import new_run_id
+from conversations.store.health import db_sync_to_async
 from copilot_runtime.adapters import adapter_from_settings
 from copilot_runtime.agui import responses
 from copilot_runtime.agui.encoder import SseEncoder
@@ -145,7 +145,7 @@ async def handle_run(
         # here rather than by a query before every run). Saying so would confirm that someone's
         # run has that id, and refusing would let a caller squat ids others will mint: the
         # run goes ahead under an id of the server's, which RUN_STARTED announces.
-        if not await sync_to_async(run_exists)(run_id=parsed.run_id):
+        if not await db_sync_to_async(run_exists)(run_id=parsed.run_id):
             raise
         try:
             started = await turn_start(
@@ -180,7 +180,7 @@ async def handle_connect(*, caller: Caller, agent_id: str, body: Any) -> HttpRes
             return None
         return thread_history(thread=thread, cursor=cursor)
 
-    history = await sync_to_async(load)()
+    history = await db_sync_to_async(load)()
     if history is None or history.is_empty:
         # Unknown thread (or someone else's): an empty stream, as the TypeScript runtime does.
         return responses.sse_response(_empty())
@@ -199,7 +199,7 @@ async def handle_stop(*, caller: Caller, agent_id: str, thread_id: str, body: An
     if not await agent_known(agent_id):
         return responses.agent_not_found(agent_id)
     run_id = body.get("runId") if isinstance(body, dict) else None
-    run_ids = await sync_to_async(active_run_ids_for_caller)(
+    run_ids = await db_sync_to_async(active_run_ids_for_caller)(
         user=caller.user, thread_id=thread_id, run_id=run_id if isinstance(run_id, str) else None
     )
     stopped = False

@@ -14,11 +14,11 @@ from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
 import orjson
-from asgiref.sync import sync_to_async
 from django.db import DatabaseError, DataError
 from django.http import HttpRequest, HttpResponse
 
 from agents.remote.announced import announced_agents_refresh
+from conversations.store.health import db_sync_to_async
 from copilot_runtime.agui import responses, routes, runs, threads
 from copilot_runtime.agui.info import runtime_info
 from copilot_runtime.auth import AuthenticationFailed, Caller, resolve_caller
@@ -96,9 +96,9 @@ async def _with_caller(
         # A value the database refused (a NUL in an id...): the caller's mistake, not an outage.
         logger.warning("the database refused a value of %s: %s", request.path, exc)
         return responses.invalid_request(REFUSED_VALUE)
-    except DatabaseError:
+    except DatabaseError as exc:
         logger.exception("database unavailable while serving %s", request.path)
-        return responses.database_unavailable()
+        return responses.database_unavailable(exc)
 
 
 def _body_refused(refusal: BodyRefusal) -> HttpResponse:
@@ -199,7 +199,7 @@ async def _serve_thread_route(
     thread_id = route.thread_id or ""
     try:
         if route.method == routes.THREADS_LIST:
-            page = await sync_to_async(threads.threads_list)(
+            page = await db_sync_to_async(threads.threads_list)(
                 user=user,
                 agent_id=query.get("agentId") or None,
                 include_archived=query.get("includeArchived") == "true",
@@ -208,25 +208,27 @@ async def _serve_thread_route(
             )
             return json_response({"threads": page.threads, "nextCursor": page.next_cursor})
         if route.method == routes.THREAD_MESSAGES:
-            messages = await sync_to_async(threads.thread_messages)(user=user, thread_id=thread_id)
+            messages = await db_sync_to_async(threads.thread_messages)(
+                user=user, thread_id=thread_id
+            )
             return json_response({"messages": messages})
         if route.method == routes.THREAD_STATE:
-            state = await sync_to_async(threads.thread_state)(
+            state = await db_sync_to_async(threads.thread_state)(
                 user=user, thread_id=thread_id, agent_id=query.get("agentId") or None
             )
             return json_response({"state": state})
         if route.method == routes.THREAD_EVENTS:
-            events = await sync_to_async(threads.thread_events)(user=user, thread_id=thread_id)
+            events = await db_sync_to_async(threads.thread_events)(user=user, thread_id=thread_id)
             return json_response({"events": events})
         if route.method == routes.THREAD_ARCHIVE:
-            if not await sync_to_async(threads.thread_archive)(user=user, thread_id=thread_id):
+            if not await db_sync_to_async(threads.thread_archive)(user=user, thread_id=thread_id):
                 return responses.thread_not_found(thread_id)
             return json_response({"threadId": thread_id, "archived": True})
         if resource.http_method == "DELETE":
-            if not await sync_to_async(threads.thread_delete)(user=user, thread_id=thread_id):
+            if not await db_sync_to_async(threads.thread_delete)(user=user, thread_id=thread_id):
                 return responses.thread_not_found(thread_id)
             return json_response({"threadId": thread_id, "deleted": True})
-        thread = await sync_to_async(threads.thread_update)(
+        thread = await db_sync_to_async(threads.thread_update)(
             user=user, thread_id=thread_id, changes=body
         )
         if thread is None:

@@ -16,11 +16,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from asgiref.sync import sync_to_async
-from django.db import close_old_connections
 
 from conversations.models import Run, RunStatus
 from conversations.services.runs import run_request_cancel
 from conversations.store.grouped import Grouped, PerLoop
+from conversations.store.health import db_sync_to_async
 from conversations.store.types import PreparedTurn
 from copilot_runtime.conf import runtime_setting
 from copilot_runtime.engine.claims import claim_in_layer_allowed, queued_now
@@ -87,13 +87,18 @@ def request_in_task(request: TurnRequest) -> dict[str, Any]:
 
 
 def request_from_task(placement: dict[str, Any]) -> TurnRequest:
+    # By the stored thread (its primary key), not the client's thread id: that names a thread
+    # only together with its owner, and two owners' threads of one id are two histories.
+    thread_pk = placement.get("thread_pk")
+    thread_pk = thread_pk if type(thread_pk) is int else None
     text = placement.get("request_json")
     if text is not None:
-        thread_id = placement.get("thread_id")
-        return turn_request_from_json(
-            text, thread_key=thread_id if type(thread_id) is str and thread_id else None
-        )
-    return turn_request_from_payload(placement["request"])
+        thread_key = None if thread_pk is None else str(thread_pk)
+        request = turn_request_from_json(text, thread_key=thread_key)
+    else:
+        request = turn_request_from_payload(placement["request"])
+    request.thread_pk = thread_pk
+    return request
 
 
 EXECUTE_RUN_TASK = "copilot.execute_run"
@@ -163,6 +168,26 @@ async def enqueue_run(*, run_id: str, placement: dict[str, Any] | None = None) -
             # fails, and it stores and tells nothing (it may have asked the model meanwhile).
             logger.warning("queueing run %s on Redis failed; Celery publishes it", run_id)
     await sync_to_async(enqueue_on_worker)(run_id=run_id, placement=placement)
+
+
+async def broker_ping() -> None:
+    """One round trip to the broker on the connection this process queues runs with (for
+    ``/readyz``); raises what the broker's client raised."""
+    from celery import current_app
+
+    from copilot_runtime.engine.redis_at_once import command_at_once
+    from copilot_runtime.engine.task_publish import CLIENTS, fast_publish_possible
+
+    app = current_app._get_current_object()
+    if fast_publish_possible(app, name=EXECUTE_RUN_TASK):
+        await command_at_once(CLIENTS.get(app), "PING")
+        return
+    await sync_to_async(_broker_connection_check, thread_sensitive=False)(app)
+
+
+def _broker_connection_check(app: Celery) -> None:
+    with app.connection_for_write() as connection:
+        connection.ensure_connection(max_retries=1, timeout=2)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -297,7 +322,7 @@ def reap_if_stale_check(run_id: str) -> Callable[[], Awaitable[None]]:
     async def check() -> None:
         from copilot_runtime.engine.reaper import runs_reap_stale
 
-        await sync_to_async(runs_reap_stale)(run_ids=[run_id])
+        await db_sync_to_async(runs_reap_stale)(run_ids=[run_id])
 
     return check
 
@@ -307,7 +332,7 @@ async def run_cancel(*, run_id: str) -> bool:
     live = live_run_get(run_id)
     if live is not None and live.cancel():
         return True
-    requested = await sync_to_async(run_request_cancel)(run_id=run_id)
+    requested = await db_sync_to_async(run_request_cancel)(run_id=run_id)
     if requested:
         await announce_stop(run_id)
     return requested
@@ -364,17 +389,18 @@ async def run_execute_stored(
                 claim_while_streaming=first_delivery,
                 claim_in_redis=first_delivery and claim_in_layer_allowed(placement),
             )
-    await sync_to_async(close_old_connections)()
-    try:
-        run = await Run.objects.select_related("thread").aget(pk=run_id)
-        if run.status != RunStatus.PENDING:
-            logger.info("run %s is not pending any more; not starting it twice", run_id)
-            return ""
-        if "messages" not in (run.request_payload or {}):
-            # Only runs queued by earlier versions stored their whole request.
-            logger.error("the task of run %s carries no request; cannot execute it", run_id)
-            return ""
-        request = turn_request_from_payload(run.request_payload)
-        return await run_execute(run_id=run_id, thread_id=run.thread.thread_id, request=request)
-    finally:
-        await sync_to_async(close_old_connections)()
+    run = await db_sync_to_async(_stored_run)(run_id)
+    if run.status != RunStatus.PENDING:
+        logger.info("run %s is not pending any more; not starting it twice", run_id)
+        return ""
+    if "messages" not in (run.request_payload or {}):
+        # Only runs queued by earlier versions stored their whole request.
+        logger.error("the task of run %s carries no request; cannot execute it", run_id)
+        return ""
+    request = turn_request_from_payload(run.request_payload)
+    request.thread_pk = run.thread_id
+    return await run_execute(run_id=run_id, thread_id=run.thread.thread_id, request=request)
+
+
+def _stored_run(run_id: str) -> Run:
+    return Run.objects.select_related("thread").get(pk=run_id)

@@ -23,12 +23,12 @@ from django.utils import timezone
 
 from conversations.models import Run, RunEvent, RunStatus
 from conversations.services.messages import OutputMessage, messages_store_output
-from conversations.services.runs import LoggedEvent, Usage, run_finish
+from conversations.services.runs import WORKER_LOST_CODE, LoggedEvent, Usage, run_finish
 from copilot_runtime.conf import runtime_setting
 from copilot_runtime.engine.recorder import RunRecorder
 from copilot_runtime.events import RunError, RunFinished, event_from_payload
 
-WORKER_LOST = "WORKER_LOST"
+WORKER_LOST = WORKER_LOST_CODE
 WORKER_LOST_MESSAGE = (
     "The process executing this run stopped responding; the run was ended. "
     "What was produced before is kept."

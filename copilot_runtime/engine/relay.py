@@ -12,14 +12,17 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from channels.layers import get_channel_layer
+from django.db import DatabaseError
 
 from conversations.selectors import run_log_read
 from conversations.services.runs import LoggedEvent
 from conversations.store import turn_store
+from copilot_runtime.conf import runtime_setting
 from copilot_runtime.engine.claims import claim_in_layer_announcing
 from copilot_runtime.engine.layer_groups import GroupListener, leave_quietly
 from copilot_runtime.engine.layer_publish import group_send_many
@@ -90,6 +93,42 @@ async def announce_batches(batches: Sequence[tuple[str, list[LoggedEvent]]]) -> 
         logger.warning("could not announce the batches of %d runs", len(messages), exc_info=True)
 
 
+# What a read of the log (or a liveness check) raises while the database cannot answer.
+_LOG_ERRORS = (DatabaseError, OSError)
+
+
+class _LogOutage:
+    """How long a follower has gone without the log, and whether it may still wait."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.since: float | None = None
+        self.last_heard = time.monotonic()
+
+    def heard(self) -> None:
+        self.last_heard = time.monotonic()
+
+    def answered(self) -> None:
+        if self.since is not None:
+            logger.info("the event log answers again; following run %s", self.run_id)
+        self.since = None
+
+    def failed(self, error: BaseException) -> None:
+        """The log could not be read: go on with the layer, unless neither has said anything
+        for as long as a run's executor may stay silent before it counts as dead."""
+        now = time.monotonic()
+        if self.since is None:
+            self.since = now
+            logger.warning(
+                "the event log cannot be read (%s); following run %s on the layer alone",
+                error,
+                self.run_id,
+            )
+        bound = float(runtime_setting("RUN_STALE_SECONDS"))
+        if now - self.since > bound and now - self.last_heard > bound:
+            raise error
+
+
 # The log read through the ORM, for the callers that read it synchronously (replay, threads).
 log_read = run_log_read
 
@@ -137,10 +176,16 @@ async def follow_run(
     the run was queued. Nothing can have been logged before it, so the log is not read first (a
     statement per turn in the celery shape); it still is on any gap, and when the layer is
     silent. The follower leaves it.
+
+    When the database cannot be read (restarting, failing over) the follower goes on with
+    what the layer brings, in order, and reads what it could not from the log once the
+    database answers again. It gives up only when neither has said anything for
+    ``RUN_STALE_SECONDS``.
     """
     listener = joined if joined is not None else await join_run(run_id)
     next_seq = after_seq + 1
     finished = False
+    log_lost = _LogOutage(run_id)
 
     async def backlog(until: int | None = None) -> AsyncIterator[LoggedEvent]:
         nonlocal next_seq, finished
@@ -180,10 +225,15 @@ async def follow_run(
                     listener.receive(), IDLE_CHECK_SECONDS
                 )
             except TimeoutError:
-                if check_alive is not None:
-                    await check_alive()
-                async for row in backlog():
-                    yield row
+                try:
+                    if check_alive is not None:
+                        await check_alive()
+                    async for row in backlog():
+                        yield row
+                except _LOG_ERRORS as error:
+                    log_lost.failed(error)
+                else:
+                    log_lost.answered()
                 continue
             except Exception:
                 logger.warning(
@@ -194,13 +244,18 @@ async def follow_run(
                 continue
             if message.get("type") != BATCH_MESSAGE:
                 continue
+            log_lost.heard()
             for seq, event_type, payload in message["events"]:
                 if finished or seq < next_seq:
                     continue  # already yielded (read from the log before the layer caught up)
                 if seq > next_seq:
-                    # The layer dropped something: the log has it.
-                    async for row in backlog(until=seq):
-                        yield row
+                    # The layer dropped something: the log has it. Without the database, what
+                    # comes after the gap waits for the log too (read once it answers).
+                    try:
+                        async for row in backlog(until=seq):
+                            yield row
+                    except _LOG_ERRORS as error:
+                        log_lost.failed(error)
                 if seq != next_seq:
                     continue
                 next_seq = seq + 1

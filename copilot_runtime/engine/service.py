@@ -7,6 +7,7 @@ call ``turn_start`` and then watch the run; they never touch the engine directly
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,8 +46,13 @@ from copilot_runtime.events.request import (
     message_for_hooks,
 )
 
+logger = logging.getLogger(__name__)
+
 # How long an inline turn's answer waits for its run's first event (``turn_start``).
 RUN_HEAD_START_SECONDS = 0.05
+# A run whose task could not be queued (the broker down): recorded failed with this code.
+BROKER_UNAVAILABLE = "BROKER_UNAVAILABLE"
+QUEUE_UNAVAILABLE_MESSAGE = "The runtime's task queue is unavailable; try again shortly."
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,7 @@ def _finish_preparation(
     request: TurnRequest, prepared: PreparedTurn, client_state: dict[str, Any] | None
 ) -> None:
     _decide_state(request, prepared.latest_state, client_state)
+    request.thread_pk = prepared.thread_pk  # the caller's own thread (its id is per owner)
 
 
 class _RunPayload:
@@ -188,8 +195,49 @@ async def turn_prepare(
         start_before_stored=start_before_stored,
     )
     if placement is not None:
-        await enqueue_run(run_id=prepared.run_id, placement=placement)
+        await _enqueue(prepared, placement)
     return prepared
+
+
+async def _enqueue(prepared: PreparedTurn, placement: dict[str, Any]) -> None:
+    """Queue the stored run on a worker. A broker that cannot take it fails the run at once,
+    so its thread is free again (not busy until the reaper finds a run nobody executes), and
+    the caller gets the protocol's clear error."""
+    try:
+        await enqueue_run(run_id=prepared.run_id, placement=placement)
+    except Exception as exc:
+        logger.error("queueing run %s failed: %s", prepared.run_id, exc)
+        await _record_not_started(
+            prepared, error_code=BROKER_UNAVAILABLE, message=QUEUE_UNAVAILABLE_MESSAGE
+        )
+        raise CopilotKitError(QUEUE_UNAVAILABLE_MESSAGE, code=ErrorCode.NETWORK_ERROR) from exc
+
+
+def _failed_before_start(error_code: str, message: str) -> Progress:
+    return Progress(
+        events=[],
+        messages=[],
+        agent_states=[],
+        outcome=RunOutcome(
+            status=RunStatus.FAILED,
+            usage=Usage(),
+            error_code=error_code,
+            error_details={"message": message},
+        ),
+    )
+
+
+async def _record_not_started(prepared: PreparedTurn, *, error_code: str, message: str) -> None:
+    """Record a stored run that never started as failed; if even that fails, the reaper ends
+    it once it is stale."""
+    try:
+        await turn_store().record(
+            run_id=prepared.run_id,
+            thread_pk=prepared.thread_pk,
+            progress=_failed_before_start(error_code, message),
+        )
+    except Exception:
+        logger.exception("recording run %s as failed failed too", prepared.run_id)
 
 
 async def _turn_stored(
@@ -263,17 +311,7 @@ async def turn_start(
         await turn_store().record(
             run_id=prepared.run_id,
             thread_pk=prepared.thread_pk,
-            progress=Progress(
-                events=[],
-                messages=[],
-                agent_states=[],
-                outcome=RunOutcome(
-                    status=RunStatus.FAILED,
-                    usage=Usage(),
-                    error_code="BEFORE_REQUEST_HOOK_FAILED",
-                    error_details={"message": str(exc)},
-                ),
-            ),
+            progress=_failed_before_start("BEFORE_REQUEST_HOOK_FAILED", str(exc)),
         )
         raise CopilotKitError(
             "The request was refused by the runtime's on_before_request hook.",
@@ -288,7 +326,7 @@ async def turn_start(
             if following.reply_to is not None:
                 placement["reply_to"] = following.reply_to
             try:
-                await enqueue_run(run_id=prepared.run_id, placement=placement)
+                await _enqueue(prepared, placement)
             except BaseException:
                 detach()
                 raise

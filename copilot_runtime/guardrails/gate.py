@@ -18,8 +18,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
-from asgiref.sync import sync_to_async
-
+from conversations.store.health import db_sync_to_async
 from conversations.store.types import turn_committed
 from copilot_runtime.adapters.base import ModelAdapter
 from copilot_runtime.events import Event, GuardrailDecision
@@ -93,7 +92,7 @@ def topic_evaluator(
         )
     if choice == MODEL:
         return ModelEvaluator(adapter=adapter, model=config.model, timeout=config.timeout_seconds)
-    return LocalEvaluator()
+    return LocalEvaluator(timeout=config.timeout_seconds)
 
 
 async def _evaluate(evaluator: Evaluator, subject: Subject, rules: list[RuleSpec]) -> Finding:
@@ -146,7 +145,8 @@ class GuardrailGate:
         else:
             patterns = [rule for rule in rules if not rule.is_topic]
             topics = [rule for rule in rules if rule.is_topic]
-            plan = [(LocalEvaluator(), patterns), (topic_checker, topics)]
+            local = LocalEvaluator(timeout=self.config.timeout_seconds)
+            plan = [(local, patterns), (topic_checker, topics)]
         findings = await asyncio.gather(
             *(_evaluate(evaluator, self.subject, chosen) for evaluator, chosen in plan if chosen)
         )
@@ -178,7 +178,7 @@ class GuardrailGate:
         if not await turn_committed(self.stored):
             return  # the run's turn was never stored, and nor is its decision
         try:
-            await sync_to_async(guardrail_decision_store)(
+            await db_sync_to_async(guardrail_decision_store)(
                 run_id=self.run_id,
                 agent_name=self.request.agent_name,
                 mode=self.config.mode,

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import connection
 
+from conversations.store.health import db_sync_to_async
 from copilot_runtime.events.request import InputMessage, TurnRequest
 from copilot_runtime.models import GuardrailMatch, GuardrailRule, GuardrailRuleKind
 
@@ -158,7 +158,7 @@ async def stored_rules_cached(*, agent_name: str) -> list[RuleSpec]:
     cached = _rules_cache.get(agent_name)
     if cached is not None and time.monotonic() - cached[0] < _RULES_TTL_SECONDS:
         return cached[1]
-    rules = await sync_to_async(stored_rules_in_scope)(agent_name=agent_name)
+    rules = await db_sync_to_async(stored_rules_in_scope)(agent_name=agent_name)
     _rules_cache[agent_name] = (time.monotonic(), rules)
     return rules
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth import get_user
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -20,6 +19,7 @@ from django.http import HttpRequest
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils.module_loading import import_string
 
+from conversations.store.health import db_sync_to_async
 from copilot_runtime.auth import AuthenticationFailed, Caller, check_csrf, token_user
 from copilot_runtime.conf import anonymous_allowed, runtime_setting
 from copilot_runtime.models import token_hash
@@ -67,7 +67,7 @@ async def resolve_caller_cached(request: HttpRequest) -> Caller:
         key = "token:" + token_hash(raw_token)
         known, user = _recall(key)
         if not known:
-            user = await sync_to_async(token_user)(raw_token)
+            user = await db_sync_to_async(token_user)(raw_token)
             _remember(key, user)
         if user is None:
             raise AuthenticationFailed("The bearer token is unknown or revoked.")
@@ -78,7 +78,7 @@ async def resolve_caller_cached(request: HttpRequest) -> Caller:
         key = "session:" + session_key
         known, user = _recall(key)
         if not known:
-            found = await sync_to_async(_session_user)(request, session_key)
+            found = await db_sync_to_async(_session_user)(request, session_key)
             user = found if found.is_authenticated else None
             _remember(key, user)
         if user is not None:

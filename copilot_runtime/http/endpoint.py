@@ -37,10 +37,10 @@ async def copilotkit_endpoint(request: HttpRequest) -> HttpResponse:
         # A value the database refused is the caller's mistake, not an outage.
         logger.warning("the database refused a value of %s: %s", request.path, exc)
         return graphql_bad_request(request, REFUSED_VALUE)
-    except DatabaseError:
+    except DatabaseError as exc:
         # Postgres down or unreachable: say so in the protocol's shape, never a 500 page.
         logger.exception("database unavailable while serving /api/copilotkit")
-        return database_unavailable(request)
+        return database_unavailable(request, exc)
 
 
 async def _dispatch(request: HttpRequest) -> HttpResponse:

@@ -205,12 +205,12 @@ async def _respond(request: HttpRequest, route: str, body: dict[str, Any]) -> Ht
         # A value the database refused is the caller's mistake, not an outage.
         logger.warning("the database refused a value of %s: %s", request.path, exc)
         return _refused_value(route, request)
-    except DatabaseError:
+    except DatabaseError as exc:
         # The database down or saturated: the protocol's own error, never a 500 page.
         logger.exception("database unavailable while serving %s", request.path)
         if route == "graphql":
-            return database_unavailable(request)
-        return agui_responses.database_unavailable()
+            return database_unavailable(request, exc)
+        return agui_responses.database_unavailable(exc)
 
 
 def _refused_value(route: str, request: HttpRequest) -> HttpResponse:

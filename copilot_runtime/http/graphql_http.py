@@ -13,6 +13,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
+from conversations.store.disk import UNAVAILABLE_MESSAGE, database_trouble_message
 from copilot_runtime.auth import Caller
 from copilot_runtime.errors import CopilotKitError, ErrorCode, error_extensions
 from copilot_runtime.graphql import transport
@@ -47,11 +48,13 @@ def _request_error(request: HttpRequest, message: str) -> HttpResponse:
     )
 
 
-def database_unavailable(request: HttpRequest) -> HttpResponse:
-    """The answer while the database cannot be reached (HTTP 200, as every GraphQL error)."""
-    error = CopilotKitError(
-        "The runtime's database is unavailable; try again shortly.", code=ErrorCode.NETWORK_ERROR
-    )
+def database_unavailable(
+    request: HttpRequest, failure: BaseException | None = None
+) -> HttpResponse:
+    """The answer while the database cannot be reached, or cannot write because its disk is
+    full (HTTP 200, as every GraphQL error)."""
+    message = UNAVAILABLE_MESSAGE if failure is None else database_trouble_message(failure)
+    error = CopilotKitError(message, code=ErrorCode.NETWORK_ERROR)
     return graphql_json(
         request, {"errors": [{"message": error.message, "extensions": error.extensions()}]}
     )

@@ -12,8 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
-from asgiref.sync import sync_to_async
-
+from conversations.store.health import db_sync_to_async
 from copilot_runtime.tracing import semconv as attr
 from copilot_runtime.tracing.records import SpanRecord
 from copilot_runtime.tracing.signals import KIND_GENERATION, KIND_GUARDRAIL
@@ -73,7 +72,7 @@ async def prices_cached() -> dict[str, Price]:
     cached = _prices_cache
     if cached is not None and time.monotonic() - cached[0] < _PRICES_TTL_SECONDS:
         return cached[1]
-    prices = await sync_to_async(prices_load)()
+    prices = await db_sync_to_async(prices_load)()
     _prices_cache = (time.monotonic(), prices)
     return prices
 

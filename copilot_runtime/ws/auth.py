@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
 
+from conversations.store.health import db_sync_to_async
 from copilot_runtime.auth import Caller, token_user
 from copilot_runtime.conf import anonymous_allowed
 
@@ -72,7 +72,7 @@ async def connection_caller(
     """The caller of a websocket connection; raises ConnectionRefused with the reason."""
     raw_token = connection_token(params=params, headers=headers)
     if raw_token is not None:
-        user = await sync_to_async(token_user)(raw_token)
+        user = await db_sync_to_async(token_user)(raw_token)
         if user is None:
             raise ConnectionRefused(TOKEN_REFUSED)
         return Caller(user=user, via="token")
@@ -95,7 +95,7 @@ async def caller_still_allowed(*, caller: Caller, raw_token: str | None) -> bool
     ``connection_init`` must not start runs on the already-open socket.
     """
     if caller.via == "token":
-        return raw_token is not None and await sync_to_async(token_user)(raw_token) is not None
+        return raw_token is not None and await db_sync_to_async(token_user)(raw_token) is not None
     if caller.via == "session":
-        return await sync_to_async(_user_is_active)(caller.user.pk)
+        return await db_sync_to_async(_user_is_active)(caller.user.pk)
     return True

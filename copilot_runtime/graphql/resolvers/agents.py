@@ -7,10 +7,10 @@ from typing import Any
 
 import orjson
 import strawberry
-from asgiref.sync import sync_to_async
 
 from agents.registry import agent_get, agent_list
 from agents.remote.announced import announced_agents_refresh
+from conversations.store.health import db_sync_to_async
 from copilot_runtime.graphql.context import RuntimeContext
 from copilot_runtime.graphql.types.agents import Agent, AgentsResponse, LoadAgentStateResponse
 from copilot_runtime.graphql.types.inputs import LoadAgentStateInput
@@ -36,7 +36,7 @@ async def resolve_load_agent_state(
     # Imported here: it imports the conversations models, which must not load while the schema
     # is being built.
     agent_state = importlib.import_module("copilot_runtime.graphql.agent_state")
-    loaded = await sync_to_async(agent_state.agent_state_load)(
+    loaded = await db_sync_to_async(agent_state.agent_state_load)(
         thread_id=data.thread_id, agent_name=data.agent_name, user=info.context.user
     )
     return LoadAgentStateResponse(

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from typing import Annotated
 
 import strawberry
-from asgiref.sync import sync_to_async
 from strawberry import UNSET
 
 from conversations.models import Run
@@ -42,6 +41,7 @@ from conversations.selectors import (
     run_get_for_caller,
     run_logged_error,
 )
+from conversations.store.health import db_sync_to_async
 from copilot_runtime.conf import disconnect_policy
 from copilot_runtime.engine.executor import reap_if_stale_check, run_cancel
 from copilot_runtime.engine.relay import follow_run
@@ -85,7 +85,7 @@ class _RunEndedUnlogged(Exception):
 
 
 async def visible_run(*, context: RuntimeContext, run_id: str) -> Run:
-    run = await sync_to_async(run_get_for_caller)(run_id=run_id, user=context.user)
+    run = await db_sync_to_async(run_get_for_caller)(run_id=run_id, user=context.user)
     if run is None:
         raise RunNotFound()
     return run
@@ -102,11 +102,11 @@ async def stream_run_log(
 
     async def check_alive() -> None:
         await reap_if_stale()
-        if await sync_to_async(run_ended_unlogged)(run_id=run_id):
+        if await db_sync_to_async(run_ended_unlogged)(run_id=run_id):
             raise _RunEndedUnlogged
 
     async def lookup_error() -> RunError | None:
-        return await sync_to_async(run_logged_error)(run_id=run_id)
+        return await db_sync_to_async(run_logged_error)(run_id=run_id)
 
     payloads = RunEventPayloads(run_id=run_id, thread_id=thread_id, lookup_error=lookup_error)
     try:

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 import psycopg
 import pytest
 
+from conversations.store.health import peer_closed
 from conversations.store.pg import _conninfo
 from conversations.store.pool import PoolTimeout, TurnPool
 
@@ -113,3 +114,44 @@ async def test_the_stores_pools_price_sequential_scans_out() -> None:
             assert await (await conn.execute("SHOW enable_seqscan")).fetchone() == ("off",)
     finally:
         await POOLS.close_all()
+
+
+async def _terminate(pid: int) -> None:
+    async with await psycopg.AsyncConnection.connect(_conninfo(), autocommit=True) as admin:
+        await admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+
+async def _until_readable(conn: psycopg.AsyncConnection) -> None:
+    """Until the server's goodbye reached the idle connection's socket."""
+    loop = asyncio.get_running_loop()
+    readable = asyncio.Event()
+    loop.add_reader(conn.fileno(), readable.set)
+    try:
+        async with asyncio.timeout(10):
+            await readable.wait()
+    finally:
+        loop.remove_reader(conn.fileno())
+    assert peer_closed(conn.fileno())
+
+
+async def test_an_idle_connection_the_server_ended_is_replaced_not_handed_out(
+    pool: TurnPool,
+) -> None:
+    async with pool.connection() as conn:
+        pid = (await (await conn.execute("SELECT pg_backend_pid()")).fetchone())[0]
+    await _terminate(pid)  # what a failover or an idle-connection reaper does
+    await _until_readable(conn)
+
+    async with pool.connection() as fresh:
+        # Handed the ended session, this statement would fail ("terminating connection").
+        row = await (await fresh.execute("SELECT pg_backend_pid()")).fetchone()
+    assert fresh is not conn
+    assert row is not None and row[0] != pid
+
+
+async def test_a_live_idle_connection_is_reused(pool: TurnPool) -> None:
+    async with pool.connection() as first:
+        pass
+    async with pool.connection() as second:
+        pass
+    assert second is first

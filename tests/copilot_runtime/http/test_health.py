@@ -1,4 +1,5 @@
-"""``/healthz`` (alive) and ``/readyz`` (the database, and Redis when configured)."""
+"""``/healthz`` (alive) and ``/readyz`` (what the process would use for its next request: the
+database on the shared thread and the turn store, the channel layer, the broker)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,15 @@ import pytest
 from django.test import Client, override_settings
 
 CLOSED_REDIS_PORT_URL = "redis://127.0.0.1:1/0"
+
+
+def redis_layer(url: str) -> dict[str, object]:
+    return {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [url]},
+        }
+    }
 
 
 def test_healthz_answers_ok_without_touching_anything(client: Client) -> None:
@@ -27,8 +37,8 @@ def test_readyz_is_ok_with_the_database(client: Client) -> None:
 
 
 @pytest.mark.django_db
-@override_settings(REDIS_URL=CLOSED_REDIS_PORT_URL)
-def test_readyz_is_503_when_redis_is_down(client: Client) -> None:
+@override_settings(CHANNEL_LAYERS=redis_layer(CLOSED_REDIS_PORT_URL))
+def test_readyz_is_503_when_the_channel_layer_is_down(client: Client) -> None:
     response = client.get("/readyz")
 
     assert response.status_code == 503
@@ -39,12 +49,12 @@ def test_readyz_is_503_when_redis_is_down(client: Client) -> None:
 
 
 @pytest.mark.django_db
-def test_readyz_is_ok_with_a_live_redis(client: Client) -> None:
+def test_readyz_is_ok_with_a_live_channel_layer(client: Client) -> None:
     redis_url = os.environ.get("TEST_REDIS_URL")
     if not redis_url:
         pytest.fail("TEST_REDIS_URL is not set (run the suite with scripts/test.sh)")
 
-    with override_settings(REDIS_URL=redis_url):
+    with override_settings(CHANNEL_LAYERS=redis_layer(redis_url)):
         response = client.get("/readyz")
 
     assert response.status_code == 200
