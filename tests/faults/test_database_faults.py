@@ -121,7 +121,9 @@ def _exercise(database: FaultDatabase, url: str, shape: str) -> dict[str, float]
             database=database, url=url, prefix=f"{shape}-restarted", fault=restart
         ),
     }
-    for seconds in recoveries.values():
+    for fault, seconds in recoveries.items():
+        # The figure docs/production.md quotes (pytest -s shows it).
+        print(f"recovery: {shape} shape, database {fault}: first success after {seconds:.2f} s")
         assert seconds < RECOVERY_SECONDS
     ready = httpx.get(f"{url}/readyz", timeout=10)
     assert ready.status_code == 200, ready.text
@@ -159,12 +161,14 @@ def test_live_celery_streams_go_on_while_the_database_is_down(
     runtime_worker(redis_url=fault_redis.url)
     web = runtime_web(executor="celery", redis_url=fault_redis.url)
     prefix = "celery-outage-relay"
-    slow = {"tokens": 80, "delay_ms": 50}
+    # Tokens further apart than a follower's idle check (a second): each gap makes it look
+    # at the log and the run's liveness, which the outage refuses.
+    slow = {"tokens": 8, "delay_ms": 1200}
     with in_background(
         1, lambda index: v2_run(web.url, fault_database.token, f"{prefix}-{index}", fake(slow), 60)
     ) as live:
         wait_for(
-            lambda: logged_deltas(fault_database, f"{prefix}-0") >= 2,
+            lambda: logged_deltas(fault_database, f"{prefix}-0") >= 1,
             timeout=20,
             what="the run to stream",
         )
@@ -177,7 +181,6 @@ def test_live_celery_streams_go_on_while_the_database_is_down(
         finally:
             fault_database.resume()
         answer = live[0].result(timeout=60)
-    assert "RELAY_FAILED" not in [answer.error_code], answer.events[-3:]
-    assert answer.types[-1] in ("RUN_FINISHED", "RUN_ERROR")
-    if answer.succeeded:
-        assert answer.text.split() == [f"t{i}" for i in range(slow["tokens"])]
+    # The whole reply, in order, though the log could not be read for two seconds of it.
+    assert answer.succeeded, (answer.error_code, answer.events[-3:])
+    assert answer.text.split() == [f"t{i}" for i in range(slow["tokens"])]

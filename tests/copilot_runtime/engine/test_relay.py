@@ -16,6 +16,7 @@ import pytest
 import redis
 from channels.layers import get_channel_layer
 from django.contrib.auth.models import AnonymousUser
+from django.db import OperationalError
 from django.test import override_settings
 
 from conversations.models import Run, RunEvent, RunStatus, Thread
@@ -451,3 +452,53 @@ async def test_a_slow_follower_of_a_real_run_on_a_dropping_layer_misses_nothing(
     text = "".join(e.payload["delta"] for e in followed if e.type == "text_delta")
     assert text == tokens_text(tokens)
     assert_layer_dropped_and_delivered(log_reads, followed)
+
+
+async def test_a_follower_goes_on_with_the_layer_while_the_log_cannot_be_read(
+    run_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database restarting under a live run: what the layer brings in order is relayed;
+    a gap waits for the log, read once the database answers; nothing ends the stream."""
+    monkeypatch.setattr(relay, "IDLE_CHECK_SECONDS", 0.05)
+    events = reply_events(6)  # seqs 1..9
+    down = True
+    original = relay.log_fetch
+
+    async def fetch(**kwargs: Any) -> list[LoggedEvent]:
+        if down:
+            raise OperationalError("the database system is shutting down")
+        return await original(**kwargs)
+
+    monkeypatch.setattr(relay, "log_fetch", fetch)
+    checked_while_down = asyncio.Event()
+    checks = 0
+
+    async def check_alive() -> None:
+        nonlocal checks
+        if down:
+            checks += 1
+            if checks >= 2:
+                checked_while_down.set()
+            raise OperationalError("the database system is shutting down")
+
+    collected: list[LoggedEvent] = []
+
+    async def follow() -> None:
+        joined = await relay.join_run(run_id)
+        async for event in follow_run(run_id, check_alive=check_alive, joined=joined):
+            collected.append(event)
+
+    following = asyncio.create_task(follow())
+    await in_group(run_id)
+    await write_log(run_id, events)
+    await announce_batch(run_id, events[:3])
+    # Silent for longer than the idle check, twice, while neither the log nor the liveness
+    # check answers: the follower stays.
+    await asyncio.wait_for(checked_while_down.wait(), FOLLOW_TIMEOUT)
+    await announce_batch(run_id, events[5:])  # events[3:5] dropped by the layer
+    assert not following.done()
+    assert [event.seq for event in collected] == [1, 2, 3]  # the gap is not skipped
+
+    down = False
+    await asyncio.wait_for(following, FOLLOW_TIMEOUT)
+    assert as_tuples(collected) == as_tuples(events)
