@@ -116,6 +116,10 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # A pooled or persistent connection the server ended (a restart, a failover) is checked
+    # before Django's own views reuse it (the runtime's hot paths check theirs themselves:
+    # conversations/store/health.py).
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
     options = DATABASES["default"].setdefault("OPTIONS", {})
     # An unreachable database must give callers a clear error quickly, not a hang.
     options.setdefault("connect_timeout", int(os.environ.get("DATABASE_CONNECT_TIMEOUT", "5")))
