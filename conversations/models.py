@@ -14,9 +14,15 @@ class ThreadStatus(models.TextChoices):
 
 
 class Thread(models.Model):
-    """A conversation, named by the client's own thread id."""
+    """A conversation, named by the client's own thread id within its owner's threads.
 
-    thread_id = models.CharField(max_length=255, unique=True)
+    Client thread ids are scoped to their owner (migration 0012): another caller's id names a
+    thread of that caller's own, so no answer tells a caller which ids others use. Anonymous
+    callers (owner NULL) share one namespace of their own.
+    """
+
+    # Unique per owner: see the constraints below (its index leads with this column).
+    thread_id = models.CharField(max_length=255)
     # Null for anonymous threads. A deleted user's threads go with them: with SET_NULL they
     # would turn into anonymous threads, readable by any anonymous caller.
     owner = models.ForeignKey(
@@ -37,6 +43,20 @@ class Thread(models.Model):
     class Meta:
         ordering = ["-updated_at"]
         indexes = [models.Index(fields=["owner", "-updated_at"], name="thread_owner_recent")]
+        constraints = [
+            # Led by the thread id: the turn's look-up by (id, owner) probes it, and a filter
+            # on the id alone (the admin's) still finds its rows through it.
+            models.UniqueConstraint(fields=["thread_id", "owner"], name="thread_unique_per_owner"),
+            # PostgreSQL (and SQLite) treat NULLs as distinct in the constraint above, which
+            # would let anonymous callers hold two threads under one id. A partial index rather
+            # than ``nulls_distinct=False``: that needs PostgreSQL 15 and is ignored on SQLite,
+            # the embedded default.
+            models.UniqueConstraint(
+                fields=["thread_id"],
+                condition=models.Q(owner__isnull=True),
+                name="thread_unique_anonymous",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.title or self.thread_id

@@ -18,18 +18,16 @@ from conversations.models import (
     ThreadStatus,
 )
 from conversations.services.runs import ACTIVE_STATUSES, INTERRUPT_META_EVENT_NAMES, LoggedEvent
-from conversations.services.threads import thread_is_visible_to
+from conversations.services.threads import thread_is_visible_to, threads_of_caller
 from copilot_runtime.events import MetaEvent, RunError, RunFinished
 
 
 def thread_get_for_caller(
     *, thread_id: str, user: AbstractBaseUser | AnonymousUser
 ) -> Thread | None:
-    """The thread if it exists and the caller may see it; otherwise None (the same answer)."""
-    thread = Thread.objects.filter(thread_id=thread_id).first()
-    if thread is None or not thread_is_visible_to(thread, user):
-        return None
-    return thread
+    """The caller's thread ``thread_id``; None when the caller has none (another caller's
+    thread of that id is not looked at: the same answer)."""
+    return threads_of_caller(user).filter(thread_id=thread_id).first()
 
 
 def threads_for_caller(
@@ -42,11 +40,7 @@ def threads_for_caller(
 ) -> list[Thread]:
     """The caller's threads, most recently updated first; ``after`` (updated_at, pk) continues
     a page."""
-    if user.is_authenticated:
-        threads = Thread.objects.filter(owner_id=user.pk)
-    else:
-        threads = Thread.objects.filter(owner__isnull=True)
-    threads = threads.order_by("-updated_at", "-pk")
+    threads = threads_of_caller(user).order_by("-updated_at", "-pk")
     if agent_name:
         threads = threads.filter(agent_name=agent_name)
     if not include_archived:
@@ -66,11 +60,15 @@ def agent_state_latest(*, thread: Thread, agent_name: str) -> AgentState | None:
     return AgentState.objects.filter(thread=thread, agent_name=agent_name).order_by("-id").first()
 
 
-def thread_pending_interrupt(*, thread_id: str) -> list[dict[str, Any]]:
+def thread_pending_interrupt(*, thread_pk: int | None) -> list[dict[str, Any]]:
     """The interrupt a thread waits on: the interrupt meta events (their logged payloads) of
-    its latest finished run when that run ended ``interrupted``; else an empty list."""
+    its latest finished run when that run ended ``interrupted``; else an empty list (also for
+    no thread: a turn that stores none, a suggestion). By primary key: a client's thread id
+    names a thread only together with its owner."""
+    if thread_pk is None:
+        return []
     latest = (
-        Run.objects.filter(thread__thread_id=thread_id, status__in=Run.FINISHED_STATUSES)
+        Run.objects.filter(thread_id=thread_pk, status__in=Run.FINISHED_STATUSES)
         .order_by("-created_at")
         .only("id", "status")
         .first()

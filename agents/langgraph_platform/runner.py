@@ -1,8 +1,9 @@
 """Running a LangGraph Platform agent (kind ``langgraph``, configuration in config.py).
 
 A turn is one LangGraph run on the deployment's thread for this conversation: the LangGraph
-thread id is derived from ours and the agent (so a reload, another process or a worker find
-the same LangGraph thread) and recorded in our thread's metadata (``langgraph``) for the admin.
+thread id is derived from our thread (its id and primary key: client thread ids are per owner)
+and the agent, and recorded in our thread's metadata (``langgraph``), where a reload, another
+process or a worker find it again (and the admin shows it).
 The run's input is the messages the LangGraph thread does not have yet (by id: its own
 replies keep the ids it streamed them with), the client's state and the frontend actions
 (``copilotkit.actions``, as CopilotKit's LangGraph integrations read them); an answer to the
@@ -39,8 +40,13 @@ _THREAD_NAMESPACE = uuid.UUID("0b8f3c2e-5d7a-4e61-9f3b-6a2c1d4e8f90")
 UNREACHABLE_CODE = "AGENT_ENDPOINT_UNREACHABLE"
 
 
-def langgraph_thread_id(*, thread_id: str, agent_name: str, deployment: Deployment) -> str:
-    return str(uuid.uuid5(_THREAD_NAMESPACE, f"{deployment.url}\n{agent_name}\n{thread_id}"))
+def langgraph_thread_id(
+    *, thread_id: str, thread_pk: int, agent_name: str, deployment: Deployment
+) -> str:
+    # With our thread's primary key: two owners' threads of one client id are two
+    # conversations, and must not continue one LangGraph thread.
+    name = f"{deployment.url}\n{agent_name}\n{thread_id}\n{thread_pk}"
+    return str(uuid.uuid5(_THREAD_NAMESPACE, name))
 
 
 def _resume_value(response: Any) -> Any:
@@ -91,13 +97,10 @@ async def _stream(
     spec: AgentSpec, deployment: Deployment, assistant: str, turn: TurnContext
 ) -> AsyncIterator[Event]:
     thread_id = turn.thread_id
-    lg_thread_id = langgraph_thread_id(
-        thread_id=thread_id, agent_name=spec.name, deployment=deployment
-    )
     try:
+        lg_thread_id = await _langgraph_thread(turn, spec.name, deployment)
         client = deployment_client(deployment)
         await client.threads.create(thread_id=lg_thread_id, if_exists="do_nothing")
-        await _remember_thread(thread_id, spec.name, lg_thread_id, deployment)
         run_input, command, values = await _run_input(client, lg_thread_id, turn)
         mapper = LangGraphRunMapper(thread_id=thread_id, agent_name=spec.name, state=values)
         async for part in client.runs.stream(
@@ -120,16 +123,37 @@ async def _stream(
         )
 
 
-async def _remember_thread(
-    thread_id: str, agent_name: str, lg_thread_id: str, deployment: Deployment
-) -> None:
-    from conversations.services.threads import thread_metadata_set
+async def _langgraph_thread(turn: TurnContext, agent_name: str, deployment: Deployment) -> str:
+    """The LangGraph thread of our thread and this agent on ``deployment``: the one recorded
+    in our thread's metadata (threads recorded before ids were per owner keep theirs), else a
+    new one derived and recorded."""
+    from conversations.services.threads import thread_metadata_set, thread_metadata_setdefault
 
-    await db_sync_to_async(thread_metadata_set)(
-        thread_id=thread_id,
-        key=f"{METADATA_KEY}:{agent_name}",
-        value={"thread_id": lg_thread_id, "url": deployment.url},
+    thread_pk = turn.request.thread_pk
+    if thread_pk is None:
+        # No stored thread (a suggestion): nothing tells whose conversation the client's id
+        # names, so the run gets a LangGraph thread of its own.
+        return str(uuid.uuid4())
+    key = f"{METADATA_KEY}:{agent_name}"
+    derived = {
+        "thread_id": langgraph_thread_id(
+            thread_id=turn.thread_id,
+            thread_pk=thread_pk,
+            agent_name=agent_name,
+            deployment=deployment,
+        ),
+        "url": deployment.url,
+    }
+    recorded = await db_sync_to_async(thread_metadata_setdefault)(
+        thread_pk=thread_pk, key=key, value=derived
     )
+    if isinstance(recorded, dict) and recorded.get("url") == deployment.url:
+        lg_thread_id = recorded.get("thread_id")
+        if isinstance(lg_thread_id, str) and lg_thread_id:
+            return lg_thread_id
+    # Recorded for another deployment (its URL changed): this one's thread from now on.
+    await db_sync_to_async(thread_metadata_set)(thread_pk=thread_pk, key=key, value=derived)
+    return derived["thread_id"]
 
 
 async def langgraph_agent_events(spec: AgentSpec, turn: TurnContext) -> AsyncIterator[Event]:

@@ -42,7 +42,9 @@ class TurnContext:
         if self._pending is None:
             from conversations.selectors import thread_pending_interrupt
 
-            payloads = await db_sync_to_async(thread_pending_interrupt)(thread_id=self.thread_id)
+            payloads = await db_sync_to_async(thread_pending_interrupt)(
+                thread_pk=self.request.thread_pk
+            )
             self._pending = [MetaEvent(**payload) for payload in payloads]
         return self._pending
 

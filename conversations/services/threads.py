@@ -6,21 +6,11 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
+from django.db.models import QuerySet
 
 from conversations.models import Run, Thread, ThreadStatus
-from copilot_runtime.errors import CopilotKitError, ErrorCode
 
 TITLE_LENGTH = 80
-
-
-class ThreadNotAvailable(CopilotKitError):
-    """The thread id belongs to someone else. Said without confirming that it exists."""
-
-    def __init__(self) -> None:
-        super().__init__(
-            "This threadId cannot be used by this caller; start a new thread.",
-            code=ErrorCode.BAD_REQUEST,
-        )
 
 
 def thread_is_visible_to(thread: Thread, user: AbstractBaseUser | AnonymousUser) -> bool:
@@ -30,17 +20,25 @@ def thread_is_visible_to(thread: Thread, user: AbstractBaseUser | AnonymousUser)
     return user.is_authenticated and thread.owner_id == user.pk
 
 
+def threads_of_caller(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Thread]:
+    """The caller's namespace of thread ids: their own threads, or the anonymous ones. Every
+    look-up by a client's thread id goes through it, so another caller's id is simply not
+    there (migration 0012: ids are unique per owner)."""
+    if user.is_authenticated:
+        return Thread.objects.filter(owner_id=user.pk)
+    return Thread.objects.filter(owner__isnull=True)
+
+
 def thread_get_or_create_for_turn(
     *, thread_id: str, user: AbstractBaseUser | AnonymousUser, agent_name: str
 ) -> Thread:
-    """The caller's thread ``thread_id``, created on first use. Call inside a transaction:
-    the row is locked so two requests on one thread are serialised."""
+    """The caller's thread ``thread_id``, created on first use (another caller's thread of the
+    same id is not theirs and stays untouched). Call inside a transaction: the row is locked
+    so two requests on one thread are serialised."""
     owner = user if user.is_authenticated else None
     thread, _created = Thread.objects.select_for_update().get_or_create(
-        thread_id=thread_id, defaults={"owner": owner, "agent_name": agent_name}
+        thread_id=thread_id, owner=owner, defaults={"agent_name": agent_name}
     )
-    if not thread_is_visible_to(thread, user):
-        raise ThreadNotAvailable()
     return thread
 
 
@@ -50,15 +48,29 @@ def title_from_text(text: str) -> str:
 
 
 @transaction.atomic
-def thread_metadata_set(*, thread_id: str, key: str, value: Any) -> bool:
+def thread_metadata_set(*, thread_pk: int, key: str, value: Any) -> bool:
     """Set ``metadata[key]`` on the thread (locked, so concurrent writers of other keys are
-    kept); False when no such thread exists or the value is already there."""
-    thread = Thread.objects.select_for_update().filter(thread_id=thread_id).first()
+    kept); False when no such thread exists or the value is already there. By primary key: a
+    client's thread id names a thread only together with its owner."""
+    thread = Thread.objects.select_for_update().filter(pk=thread_pk).first()
     if thread is None or thread.metadata.get(key) == value:
         return False
     thread.metadata = {**thread.metadata, key: value}
     thread.save(update_fields=["metadata"])
     return True
+
+
+@transaction.atomic
+def thread_metadata_setdefault(*, thread_pk: int, key: str, value: Any) -> Any:
+    """``metadata[key]``, set to ``value`` first when the thread holds none (locked, as
+    ``thread_metadata_set``); None when no such thread exists."""
+    thread = Thread.objects.select_for_update().filter(pk=thread_pk).first()
+    if thread is None:
+        return None
+    if key not in thread.metadata:
+        thread.metadata = {**thread.metadata, key: value}
+        thread.save(update_fields=["metadata"])
+    return thread.metadata[key]
 
 
 # --- changes a caller makes to their own threads ------------------------------------------------
@@ -73,10 +85,7 @@ class ThreadIsBusy(Exception):
 def _thread_for_change(*, user: AbstractBaseUser | AnonymousUser, thread_id: str) -> Thread | None:
     """The caller's thread, locked for the change; None when the caller has no such thread
     (someone else's is answered the same)."""
-    thread = Thread.objects.select_for_update().filter(thread_id=thread_id).first()
-    if thread is None or not thread_is_visible_to(thread, user):
-        return None
-    return thread
+    return threads_of_caller(user).select_for_update().filter(thread_id=thread_id).first()
 
 
 def _set_archived(thread: Thread, archived: bool) -> None:

@@ -13,6 +13,9 @@ ids known are still stored and current; changed, the look-up is asked again, who
 process adding messages to the thread leaves the version as it is, and those ids are simply
 not known here: they are asked about.
 
+Kept per thread by (owner, client thread id): client thread ids are unique per owner only
+(migration 0012), and two owners' threads of one id are two histories.
+
 Bounded, least recently used out first, by the REMEMBERED_MESSAGES setting in ids (the sets
 hold the id strings the remembered messages hold already). Used from event loops' threads:
 each operation is a few dict operations the GIL keeps whole.
@@ -25,6 +28,9 @@ from typing import NamedTuple
 
 from copilot_runtime.events.recent import MESSAGES, RecentStore
 
+# (the owner's primary key, None for anonymous callers; the client's thread id)
+ThreadKey = tuple[int | None, str]
+
 
 class KnownHistory(NamedTuple):
     thread_pk: int
@@ -33,34 +39,35 @@ class KnownHistory(NamedTuple):
 
 
 class KnownHistories:
-    """Per thread id, the ``KnownHistory`` of the last turn this process stored on it."""
+    """Per thread (``ThreadKey``), the ``KnownHistory`` of the last turn this process stored
+    on it."""
 
     def __init__(self, store: RecentStore = MESSAGES) -> None:
         self._store = store  # its size bounds the ids kept here
-        self._known: OrderedDict[str, KnownHistory] = OrderedDict()
+        self._known: OrderedDict[ThreadKey, KnownHistory] = OrderedDict()
         self._count = 0
 
     def __len__(self) -> int:
         return len(self._known)
 
-    def get(self, thread_id: str) -> KnownHistory | None:
-        known = self._known.get(thread_id)
+    def get(self, thread: ThreadKey) -> KnownHistory | None:
+        known = self._known.get(thread)
         if known is not None:
-            self._known.move_to_end(thread_id)
+            self._known.move_to_end(thread)
         return known
 
-    def remember(self, thread_id: str, known: KnownHistory) -> None:
-        self.forget(thread_id)
+    def remember(self, thread: ThreadKey, known: KnownHistory) -> None:
+        self.forget(thread)
         if len(known.ids) > self._store.size:
             return
-        self._known[thread_id] = known
+        self._known[thread] = known
         self._count += len(known.ids)
         while self._count > self._store.size:
-            _thread_id, dropped = self._known.popitem(last=False)
+            _thread, dropped = self._known.popitem(last=False)
             self._count -= len(dropped.ids)
 
-    def forget(self, thread_id: str) -> None:
-        dropped = self._known.pop(thread_id, None)
+    def forget(self, thread: ThreadKey) -> None:
+        dropped = self._known.pop(thread, None)
         if dropped is not None:
             self._count -= len(dropped.ids)
 

@@ -38,10 +38,10 @@ from psycopg.conninfo import make_conninfo
 from conversations.models import MessageKind, RunStatus, ThreadStatus
 from conversations.services.messages import _NOT_STORED_ROLES
 from conversations.services.runs import LoggedEvent, ThreadBusy
-from conversations.services.threads import ThreadNotAvailable, title_from_text
+from conversations.services.threads import title_from_text
 from conversations.store.grouped import Grouped, PerLoop
 from conversations.store.health import db_sync_to_async
-from conversations.store.known import KNOWN, KnownHistory
+from conversations.store.known import KNOWN, KnownHistory, ThreadKey
 from conversations.store.pg_progress import (
     AGENT_STATE,
     MESSAGE,
@@ -240,7 +240,9 @@ class PgTurnStore:
         # transaction spans the two statements: the database keeps one active run per thread
         # (run_one_active_per_thread), so of two requests racing on a thread the second one's
         # write fails whole, as THREAD_BUSY.
-        known = KNOWN.get(turn.thread_id)
+        # By owner and id: two owners' threads of one client id are two threads.
+        thread_key = (owner_id, turn.thread_id)
+        known = KNOWN.get(thread_key)
         asked = incoming if known is None else [i for i in incoming if i not in known.ids]
         look_up = LookUp(
             thread_id=turn.thread_id,
@@ -254,7 +256,7 @@ class PgTurnStore:
         if known is not None and (row[0], row[-1]) != (known.thread_pk, known.version):
             # The thread's messages changed since (or it is another thread under the same
             # id): what this process knew of them is no longer so. Asked again, whole.
-            KNOWN.forget(turn.thread_id)
+            KNOWN.forget(thread_key)
             asked = incoming
             row = await _look(look_up._replace(ids=incoming))
         (
@@ -272,13 +274,10 @@ class PgTurnStore:
         probed_current = current_sent  # of the ids asked about
         current_sent += len(incoming) - len(asked)  # the ids known: current at ``version``
         latest = dict(latest) if isinstance(latest, dict) else None
-        visible = (
-            not user.is_authenticated
-            if stored_owner is None
-            else user.is_authenticated and stored_owner == user.pk
-        )
-        if not visible:
-            raise ThreadNotAvailable()
+        if stored_owner != owner_id:
+            # Never so: the statement finds and creates threads by (id, owner). Checked all the
+            # same, for a statement that would one day match by id alone.
+            raise django_db.DatabaseError("the look-up returned another owner's thread")
         if active:
             raise _Busy([pk for pk, _status in active])
         last = -1 if last_position is None else last_position
@@ -288,7 +287,7 @@ class PgTurnStore:
         current_at_most = last + 1 - set_aside
         superseding = current_sent != current_at_most or bool(restore)
         if superseding:
-            KNOWN.forget(turn.thread_id)  # the statements below change the version
+            KNOWN.forget(thread_key)  # the statements below change the version
             async with await self._connection() as conn:
                 await _supersede(
                     conn.cursor(),
@@ -342,7 +341,7 @@ class PgTurnStore:
             await _turn_writes.get().submit(write)
             if not superseding:
                 _remember_known(
-                    turn.thread_id, thread_pk, version, first_of, asked, missing, probed_current
+                    thread_key, thread_pk, version, first_of, asked, missing, probed_current
                 )
         except psycopg.errors.UniqueViolation as exc:
             # Another request on this thread wrote first (its run, or the same new
@@ -432,7 +431,7 @@ class LookUp(NamedTuple):
     """What one turn's look-up asks about its thread."""
 
     thread_id: str
-    owner_id: int | None  # the thread's owner if the look-up creates it
+    owner_id: int | None  # the caller: with ``thread_id``, the key of its thread (None: anonymous)
     agent_name: str
     ids: list[str]  # the message ids the request carries
     state_of: str | None  # the agent whose latest state is wanted, if any
@@ -440,7 +439,7 @@ class LookUp(NamedTuple):
 
 
 def _remember_known(
-    thread_id: str,
+    thread_key: ThreadKey,
     thread_pk: int,
     version: int,
     first_of: dict[str, Any],
@@ -464,11 +463,11 @@ def _remember_known(
         if message_id not in not_stored:
             carried += 1
     if carried != probed_current:
-        KNOWN.forget(thread_id)
+        KNOWN.forget(thread_key)
         return
     known_before = frozenset(first_of).difference(asked)
     KNOWN.remember(
-        thread_id,
+        thread_key,
         KnownHistory(thread_pk=thread_pk, version=version, ids=known_before.union(added)),
     )
 
@@ -643,22 +642,26 @@ WITH asked AS (
         x.e->3 AS ids, x.e->>4 AS state_of, (x.e->>5)::timestamptz AS now
     FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS x(e, n)
 ), known AS (
-    -- Each turn's thread, a probe of the index (LIMIT 1: thread ids are unique, and the
-    -- planner does not flatten a subquery with a limit into a join over the whole table).
+    -- Each turn's thread: the caller's own of that id (ids are unique per owner, anonymous
+    -- callers sharing one namespace: migration 0012), a probe of thread_unique_per_owner,
+    -- which leads with the id (LIMIT 1: the planner does not flatten a subquery with a limit
+    -- into a join over the whole table).
     SELECT a.*, th.id, th.owner_id AS stored_owner, th.title, th.history_version
     FROM asked a LEFT JOIN LATERAL (
         SELECT id, owner_id, title, history_version FROM {THREAD}
-        WHERE thread_id = a.thread_id LIMIT 1
+        WHERE thread_id = a.thread_id AND owner_id IS NOT DISTINCT FROM a.owner_id LIMIT 1
     ) th ON true
 ), created AS (
     -- Only threads not there yet: for an existing one, the insert's check of the unique
     -- index would wait for any write in flight on its row (a run's end, say).
+    -- No conflict target: a thread conflicts on thread_unique_per_owner, or on
+    -- thread_unique_anonymous for anonymous callers (NULLs are distinct in the first).
     INSERT INTO {THREAD} (thread_id, owner_id, agent_name, title, metadata, status,
                           created_at, updated_at)
-    SELECT DISTINCT ON (thread_id) thread_id, owner_id, agent_name, '', '{{}}',
+    SELECT DISTINCT ON (thread_id, owner_id) thread_id, owner_id, agent_name, '', '{{}}',
         '{ThreadStatus.IDLE.value}', now, now
-    FROM known WHERE id IS NULL ORDER BY thread_id, n
-    ON CONFLICT (thread_id) DO NOTHING
+    FROM known WHERE id IS NULL ORDER BY thread_id, owner_id, n
+    ON CONFLICT DO NOTHING
     RETURNING id, thread_id, owner_id, title, history_version
 ), t AS (
     -- A thread this statement created is not in its own snapshot of the table: from created.
@@ -667,6 +670,7 @@ WITH asked AS (
         coalesce(k.title, c.title) AS title,
         coalesce(k.history_version, c.history_version) AS history_version
     FROM known k LEFT JOIN created c ON k.id IS NULL AND c.thread_id = k.thread_id
+        AND c.owner_id IS NOT DISTINCT FROM k.owner_id
 )
 SELECT t.n, t.id, t.owner_id, t.title,
     (SELECT json_agg(json_build_array(r.id, r.status)) FROM {RUN} r

@@ -92,6 +92,11 @@ class TurnRequest:
     # The caller's Authorization and custom x-* headers (minus a deny-list), forwarded to
     # AG-UI agents as the TypeScript runtime does.
     forwarded_headers: dict[str, str] = field(default_factory=dict)
+    # The stored thread's primary key once the turn is prepared (None before, and for a turn
+    # that stores no thread, a suggestion): what an agent finds its thread's rows by, as a
+    # client's thread id names a thread only together with its owner. Not in the run's task:
+    # the worker takes it from the task's placement, which carries it already.
+    thread_pk: int | None = field(default=None, compare=False, metadata={"local": True})
 
 
 def parse_datetime(raw: Any) -> dt.datetime | None:
@@ -105,7 +110,7 @@ def parse_datetime(raw: Any) -> dt.datetime | None:
         return None
 
 
-_REQUEST_FIELDS = tuple(f.name for f in fields(TurnRequest))
+_REQUEST_FIELDS = tuple(f.name for f in fields(TurnRequest) if not f.metadata.get("local"))
 _MESSAGE_FIELDS = tuple(f.name for f in fields(InputMessage) if not f.metadata.get("local"))
 _ACTION_FIELDS = tuple(f.name for f in fields(FrontendAction))
 _FORWARDED_FIELDS = tuple(f.name for f in fields(ForwardedParameters))

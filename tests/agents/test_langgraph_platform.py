@@ -145,3 +145,43 @@ def test_interrupts_tool_results_and_state_changes_are_mapped() -> None:
     assert isinstance(meta, MetaEvent) and meta.name == "LangGraphInterruptEvent"
     assert meta.value == '{"q":"Go?"}' and meta.data == {"interruptIds": ["i1"]}
     assert mapper.interrupted
+
+
+async def test_each_owners_thread_of_one_id_continues_a_langgraph_thread_of_its_own(
+    user: Any,
+) -> None:
+    """Derived from our thread (id and primary key): two owners' threads of one client id
+    never share a LangGraph thread. A thread recorded before ids were per owner keeps the
+    LangGraph thread it recorded."""
+    from agents.langgraph_platform.config import Deployment
+    from agents.langgraph_platform.runner import _langgraph_thread, langgraph_thread_id
+    from agents.runners.context import TurnContext
+    from conversations.models import Thread
+    from copilot_runtime.events.request import TurnRequest
+
+    deployment = Deployment(url="http://127.0.0.1:9")
+    mine = await Thread.objects.acreate(thread_id="lg-shared", owner=user)
+    theirs = await Thread.objects.acreate(thread_id="lg-shared")
+    recorded = {"thread_id": "recorded-before", "url": deployment.url}
+    older = await Thread.objects.acreate(
+        thread_id="lg-older", metadata={"langgraph:forecaster": recorded}
+    )
+
+    async def langgraph_thread(thread: Thread | None) -> str:
+        request = TurnRequest(thread_id="lg-shared", messages=[])
+        request.thread_pk = thread.pk if thread is not None else None
+        turn = TurnContext(request=request, adapter=None)  # type: ignore[arg-type]
+        return await _langgraph_thread(turn, "forecaster", deployment)
+
+    first, second = await langgraph_thread(mine), await langgraph_thread(theirs)
+
+    assert first != second
+    assert first == await langgraph_thread(mine)  # found again, recorded on the thread
+    assert first == langgraph_thread_id(
+        thread_id="lg-shared", thread_pk=mine.pk, agent_name="forecaster", deployment=deployment
+    )
+    await mine.arefresh_from_db()
+    assert mine.metadata["langgraph:forecaster"] == {"thread_id": first, "url": deployment.url}
+    assert await langgraph_thread(older) == "recorded-before"
+    # No stored thread (a suggestion): a LangGraph thread of its own each time.
+    assert len({await langgraph_thread(None), await langgraph_thread(None), first}) == 3

@@ -166,7 +166,7 @@ async def test_an_interrupt_pauses_the_run_and_its_answer_resumes_the_agent(
     thread = await Thread.objects.aget(thread_id="agent-thread")
     assert thread.status == ThreadStatus.INTERRUPTED
     # Persisted: a reloaded page can still answer it.
-    pending = await sync_to_async(thread_pending_interrupt)(thread_id="agent-thread")
+    pending = await sync_to_async(thread_pending_interrupt)(thread_pk=thread.pk)
     assert [(p["name"], p["value"]) for p in pending] == [
         ("LangGraphInterruptEvent", interrupt.value)
     ]
@@ -184,7 +184,7 @@ async def test_an_interrupt_pauses_the_run_and_its_answer_resumes_the_agent(
     assert run.status == RunStatus.SUCCEEDED
     thread = await Thread.objects.aget(thread_id="agent-thread")
     assert thread.status == ThreadStatus.IDLE
-    assert await sync_to_async(thread_pending_interrupt)(thread_id="agent-thread") == []
+    assert await sync_to_async(thread_pending_interrupt)(thread_pk=thread.pk) == []
     latest = await AgentState.objects.filter(agent_name="counter").alatest("id")
     assert latest.state == {"count": 0}
 
@@ -225,6 +225,27 @@ async def test_the_agent_sees_messages_state_actions_and_the_answer(agents_on_fa
     assert seen["properties"] == {"tenant": "acme"}
     assert (seen["resume"].response, seen["resume"].value) == ("no", '"v"')
     assert [p.name for p in seen["pending"]] == ["LangGraphInterruptEvent"]
+
+
+async def test_another_callers_thread_of_the_same_id_is_not_the_one_waiting_on_an_interrupt(
+    agents_on_fake, user
+) -> None:
+    """Client thread ids are per owner: a signed-in caller's thread "agent-thread" is not the
+    anonymous one that waits on an interrupt, so its agent sees no pending interrupt there."""
+    await run_turn(agent_request("counter", [text("u0", "reset")]))  # leaves an interrupt
+
+    await run_turn(
+        agent_request(
+            "recorder",
+            [text("u1", "hi")],
+            meta_events=[{"name": "LangGraphInterruptEvent", "response": "no"}],
+        ),
+        user=user,
+    )
+
+    (seen,) = RecordingAgent.seen
+    assert seen["pending"] == []
+    assert await Thread.objects.filter(thread_id="agent-thread").acount() == 2
 
 
 async def test_a_python_agent_runs_server_actions_and_calls_frontend_actions(

@@ -146,7 +146,7 @@ async def test_langgraph_lines_interrupt_and_the_answer_is_forwarded(
     assert run.status == RunStatus.INTERRUPTED
     thread = await Thread.objects.aget(thread_id="agent-thread")
     assert thread.status == ThreadStatus.INTERRUPTED
-    pending = await sync_to_async(thread_pending_interrupt)(thread_id="agent-thread")
+    pending = await sync_to_async(thread_pending_interrupt)(thread_pk=thread.pk)
     assert pending[0]["data"]["value"] == '{"question": "Book the 9am flight?"}'
 
     remote_agent.reply(EXECUTE, Reply.lines(fixture_lines("runtime_events.jsonl")))

@@ -395,7 +395,7 @@ def test_clearing_a_pending_interrupt(admin_client: Client, inspected: Inspected
         type="meta_event",
         payload={"name": "LangGraphInterruptEvent", "value": "Pay now?"},
     )
-    assert thread_pending_interrupt(thread_id=inspected.thread.thread_id) != []
+    assert thread_pending_interrupt(thread_pk=inspected.thread.pk) != []
     page = page_of(admin_client, inspect_url(inspected.thread))
     assert 'id="clear-interrupt"' in page
 
@@ -407,7 +407,7 @@ def test_clearing_a_pending_interrupt(admin_client: Client, inspected: Inspected
     assert "The pending interrupt was cleared." in [str(m) for m in response.context["messages"]]
     assert 'id="clear-interrupt"' not in response.content.decode()
     assert Thread.objects.get(pk=inspected.thread.pk).status == "idle"
-    assert thread_pending_interrupt(thread_id=inspected.thread.thread_id) == []
+    assert thread_pending_interrupt(thread_pk=inspected.thread.pk) == []
     cleared = Run.objects.get(pk="run-second")
     assert (cleared.status, cleared.error_code) == ("cancelled", "INTERRUPT_CLEARED")
     assert cleared.error_details == {

@@ -58,10 +58,12 @@ def test_a_langgraph_platform_agent_streams_persists_state_and_resumes_after_an_
     )
     # The LangGraph thread is derived from ours and recorded on it: a reload, another process
     # or a worker continue the same LangGraph thread.
-    recorded = Thread.objects.get(thread_id=thread_id).metadata["langgraph:forecaster"]
+    thread = Thread.objects.get(thread_id=thread_id)
+    recorded = thread.metadata["langgraph:forecaster"]
     assert recorded["url"] == langgraph_server.url
     assert recorded["thread_id"] == langgraph_thread_id(
         thread_id=thread_id,
+        thread_pk=thread.pk,
         agent_name="forecaster",
         deployment=Deployment(url=langgraph_server.url),
     )

@@ -145,7 +145,7 @@ async def test_agent_states_in_the_history_are_never_known_as_current(
     assert sql == await sync_to_async(messages_of)("t-state-orm")
     assert not any(row[-1] for row in sql)
     assert asked[-1] == ["state-1", "m2"]
-    assert KNOWN.get("t-state") is not None
+    assert KNOWN.get((None, "t-state")) is not None
 
 
 def test_the_version_moves_on_updates_and_deletes_of_messages_only(
@@ -172,33 +172,37 @@ def test_the_version_moves_on_updates_and_deletes_of_messages_only(
     assert _version("t-version") not in (created, updated)
 
 
+# Threads as the store keys them: (owner, client thread id); anonymous here.
+A, B, C, D, E = ((None, name) for name in "abcde")
+
+
 def test_the_ids_known_are_bounded_least_recently_used_out_first() -> None:
     known = KnownHistories(RecentStore(size=5))
 
     def entry(*ids: str) -> KnownHistory:
         return KnownHistory(thread_pk=1, version=1, ids=frozenset(ids))
 
-    known.remember("a", entry("a1", "a2"))
-    known.remember("b", entry("b1", "b2"))
-    assert known.get("a") is not None  # a is now the most recent
-    known.remember("c", entry("c1", "c2"))  # 6 ids: b goes
-    assert (known.get("b"), len(known)) == (None, 2)
-    known.remember("d", entry(*(f"d{n}" for n in range(6))))  # larger than the bound: never
-    assert known.get("d") is None and known.get("a") is not None
-    known.forget("a")
-    known.remember("e", entry("e1", "e2", "e3"))
-    assert known.get("c") is not None and known.get("e") is not None
+    known.remember(A, entry("a1", "a2"))
+    known.remember(B, entry("b1", "b2"))
+    assert known.get(A) is not None  # a is now the most recent
+    known.remember(C, entry("c1", "c2"))  # 6 ids: b goes
+    assert (known.get(B), len(known)) == (None, 2)
+    known.remember(D, entry(*(f"d{n}" for n in range(6))))  # larger than the bound: never
+    assert known.get(D) is None and known.get(A) is not None
+    known.forget(A)
+    known.remember(E, entry("e1", "e2", "e3"))
+    assert known.get(C) is not None and known.get(E) is not None
 
 
 def test_cleared_nothing_is_known_and_the_whole_bound_is_free_again() -> None:
     known = KnownHistories(RecentStore(size=4))
-    known.remember("a", KnownHistory(thread_pk=1, version=1, ids=frozenset({"a1", "a2"})))
-    known.remember("b", KnownHistory(thread_pk=2, version=1, ids=frozenset({"b1", "b2"})))
+    known.remember(A, KnownHistory(thread_pk=1, version=1, ids=frozenset({"a1", "a2"})))
+    known.remember(B, KnownHistory(thread_pk=2, version=1, ids=frozenset({"b1", "b2"})))
     known.clear()
-    assert (known.get("a"), known.get("b"), len(known)) == (None, None, 0)
-    known.remember("c", KnownHistory(thread_pk=3, version=1, ids=frozenset({"c1", "c2", "c3"})))
-    known.remember("d", KnownHistory(thread_pk=4, version=1, ids=frozenset({"d1"})))
-    assert known.get("c") is not None and known.get("d") is not None  # 4 ids: both fit
+    assert (known.get(A), known.get(B), len(known)) == (None, None, 0)
+    known.remember(C, KnownHistory(thread_pk=3, version=1, ids=frozenset({"c1", "c2", "c3"})))
+    known.remember(D, KnownHistory(thread_pk=4, version=1, ids=frozenset({"d1"})))
+    assert known.get(C) is not None and known.get(D) is not None  # 4 ids: both fit
 
 
 async def test_a_turn_whose_write_fails_leaves_what_was_known(
@@ -207,8 +211,8 @@ async def test_a_turn_whose_write_fails_leaves_what_was_known(
     seen: list[KnownHistory | None] = []
     get = KNOWN.get
 
-    def recording(thread_id: str) -> KnownHistory | None:
-        seen.append(get(thread_id))  # what the racing turn found known
+    def recording(thread: tuple[int | None, str]) -> KnownHistory | None:
+        seen.append(get(thread))  # what the racing turn found known
         return seen[-1]
 
     with pytest.MonkeyPatch.context() as patch:
@@ -217,5 +221,5 @@ async def test_a_turn_whose_write_fails_leaves_what_was_known(
     before = seen[-1]
     assert before is not None and before.ids == frozenset({"m0"})
     # The new messages were never stored: they are not known.
-    known = KNOWN.get("t-failed")
+    known = KNOWN.get((None, "t-failed"))
     assert known is not None and known.ids == frozenset({"m0"})

@@ -24,7 +24,6 @@ from django.utils import timezone
 from conversations.models import AgentState, Message, Run, RunEvent, RunStatus, Span, Thread
 from conversations.services.messages import OutputMessage
 from conversations.services.runs import LoggedEvent, RunOutcome, ThreadBusy, Usage
-from conversations.services.threads import ThreadNotAvailable
 from conversations.store import pg as pg_store
 from conversations.store.orm import OrmTurnStore
 from conversations.store.pg import POOLS, PgTurnStore
@@ -279,14 +278,19 @@ async def test_a_busy_thread_is_refused_and_a_reaped_one_is_not(pg: PgTurnStore)
     assert (await Run.objects.aget(pk=second.run_id)).status == RunStatus.PENDING
 
 
-async def test_another_callers_thread_is_not_available(
+async def test_another_callers_thread_id_starts_a_thread_of_their_own(
     pg: PgTurnStore, django_user_model: Any
 ) -> None:
     owner = await django_user_model.objects.acreate(username="owner")
-    await pg.prepare(turn=record("t-owned", history("mine"), user=owner), reap=never_reap)
-    with pytest.raises(ThreadNotAvailable):
-        await pg.prepare(turn=record("t-owned", history("theirs")), reap=never_reap)
-    assert await Message.objects.filter(thread__thread_id="t-owned").acount() == 1
+    mine = await pg.prepare(turn=record("t-owned", history("mine"), user=owner), reap=never_reap)
+    theirs = await pg.prepare(turn=record("t-owned", history("theirs")), reap=never_reap)
+
+    assert theirs.thread_pk != mine.thread_pk
+    stored = {
+        (m.thread.owner_id, m.content)
+        async for m in Message.objects.filter(thread__thread_id="t-owned").select_related("thread")
+    }
+    assert stored == {(owner.pk, "mine"), (None, "theirs")}
 
 
 async def test_a_reused_run_id_is_an_integrity_error(pg: PgTurnStore) -> None:
@@ -353,17 +357,19 @@ async def test_turns_prepared_together_share_a_look_up_and_each_reads_its_own_th
 
     # The first is looked up at once; the four that came meanwhile share the next statement.
     assert groups == [["t-first"], ["t-continued", "t-fresh", "t-owned", "t-busy"]]
-    first, grown, fresh, not_theirs, busy = outcomes
-    assert isinstance(not_theirs, ThreadNotAvailable)
+    first, grown, fresh, own, busy = outcomes
     assert isinstance(busy, ThreadBusy)
-    pks = {t.thread_id: t.pk async for t in Thread.objects.all()}
+    pks = {t.thread_id: t.pk async for t in Thread.objects.filter(owner__isnull=True)}
+    # The anonymous caller's "t-owned" is a thread of its own, beside the owner's.
+    assert isinstance(own, PreparedTurn) and own.thread_pk == pks["t-owned"]
     assert isinstance(first, PreparedTurn) and first.thread_pk == pks["t-first"]
     assert isinstance(grown, PreparedTurn) and grown.thread_pk == pks["t-continued"]
     assert isinstance(fresh, PreparedTurn) and fresh.thread_pk == pks["t-fresh"]
     # Each read its own thread's messages: the continued one adds one after its two.
     assert grown.new_message_ids == ("m2",) and grown.next_position == 3
     assert fresh.new_message_ids == ("m0", "m1", "m2") and fresh.next_position == 3
-    assert [m[1] for m in await sync_to_async(messages_of)("t-owned")] == ["m0"]
+    owned = Message.objects.filter(thread__thread_id="t-owned", thread__owner=owner)
+    assert [m.content async for m in owned] == ["mine"]
     assert [m[1] for m in await sync_to_async(messages_of)("t-busy")] == ["m0"]
 
 
@@ -545,11 +551,13 @@ async def test_a_turn_refused_before_its_write_fails_in_prepare_itself(
 ) -> None:
     owner = await django_user_model.objects.acreate(username="owner-ahead")
     await pg.prepare(turn=record("t-theirs", history("mine"), user=owner), reap=never_reap)
-    with pytest.raises(ThreadNotAvailable):
-        await pg.prepare(
-            turn=record("t-theirs", history("x"), start_running=True, start_before_stored=True),
-            reap=never_reap,
-        )
+    # Another caller's turn on the id is on a thread of its own, which nothing keeps busy.
+    other = await pg.prepare(
+        turn=record("t-theirs", history("x"), start_running=True, start_before_stored=True),
+        reap=never_reap,
+    )
+    assert other.stored is not None
+    await other.stored
     with pytest.raises(ThreadBusy):
         await pg.prepare(
             turn=record("t-theirs", history("mine", "y"), user=owner, start_before_stored=True),

@@ -154,6 +154,31 @@ def test_a_request_orjson_cannot_write_travels_as_its_payload() -> None:
     assert request_from_task(received) == request
 
 
+def test_the_task_names_the_stored_thread_and_keeps_two_owners_histories_apart(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker remembers each task's history by the stored thread (its primary key), not the
+    client's thread id, which two owners may both use: one owner's task between another's
+    two leaves the other's history as it was read."""
+    from copilot_runtime.events import request as request_module
+    from copilot_runtime.events.carried import CarriedHistories
+
+    monkeypatch.setattr(request_module, "_CARRIED_TEXTS", CarriedHistories())
+
+    def placement(thread_pk: int, *contents: str) -> dict[str, Any]:
+        messages = [text_input(f"u{n}", content) for n, content in enumerate(contents)]
+        request = parse_generate_input(generate_data(thread_id="shared", messages=messages), {})
+        return {"thread_id": "shared", "thread_pk": thread_pk, **request_in_task(request)}
+
+    alices = request_from_task(placement(1, "alice"))
+    bobs = request_from_task(placement(2, "bob"))
+    alices_next = request_from_task(placement(1, "alice", "more"))
+
+    assert (alices.thread_pk, bobs.thread_pk, alices_next.thread_pk) == (1, 2, 1)
+    assert alices_next.messages[0] is alices.messages[0]  # not read again
+    assert [m.content for m in bobs.messages] == ["bob"]
+
+
 @pytest.mark.django_db(transaction=True)
 async def test_runs_queued_together_each_execute_as_if_queued_alone(
     celery_executor: Celery, fake_upstream: Any

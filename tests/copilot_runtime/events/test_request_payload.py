@@ -57,6 +57,7 @@ def every_field_set() -> TurnRequest:
         cloud_public_api_key="ck_pub",
         state={"count": 1},
         forwarded_headers={"authorization": "Bearer x"},
+        thread_pk=7,
     )
 
 
@@ -70,6 +71,11 @@ def generic_payload(request: TurnRequest) -> dict[str, Any]:
         for name in local:  # this process's own notes on the message (InputMessage.checked)
             del message[name]
     payload["context"] = [list(entry) for entry in request.context]
+    # This process's own notes on the request (TurnRequest.thread_pk: the worker takes it
+    # from the task's placement).
+    for field in dataclasses.fields(TurnRequest):
+        if field.metadata.get("local"):
+            del payload[field.name]
     return payload
 
 
@@ -77,6 +83,7 @@ def test_the_payload_holds_every_field_as_the_generic_form_does() -> None:
     request = every_field_set()
 
     assert turn_request_to_payload(request) == generic_payload(request)
+    assert "thread_pk" not in turn_request_to_payload(request)
 
 
 def test_a_request_survives_the_json_round_trip_a_worker_makes() -> None:
