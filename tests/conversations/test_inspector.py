@@ -586,3 +586,39 @@ def test_a_page_number_that_is_no_number_is_the_first_page_and_a_huge_one_the_la
     for name in ("page", "runs_page"):
         for page in ("²", "99999999999999999999", "9" * 5000):
             page_of(admin_client, url, **{name: page})  # answered (200), not a 500 page
+
+
+def test_a_run_whose_process_died_shows_as_interrupted_with_what_it_stored(
+    admin_client: Client,
+) -> None:
+    """A process killed mid-run: the reaper ends the run (``WORKER_LOST``) from its log, and
+    the inspector shows the part it had stored under a heading that says what happened."""
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from copilot_runtime.engine.reaper import runs_reap_stale
+
+    thread = Thread.objects.create(thread_id="crashed-thread", agent_name="default")
+    stale = timezone.now() - dt.timedelta(minutes=5)
+    run = Run.objects.create(
+        id="run-crashed", thread=thread, status="running", heartbeat_at=stale, started_at=stale
+    )
+    logged = [
+        ("text_start", {"message_id": "m-partial", "role": "assistant"}),
+        ("text_delta", {"message_id": "m-partial", "delta": "Half of an"}),
+        ("text_delta", {"message_id": "m-partial", "delta": " answer"}),
+    ]
+    RunEvent.objects.bulk_create(
+        RunEvent(run=run, seq=seq, type=kind, payload=payload)
+        for seq, (kind, payload) in enumerate(logged, start=1)
+    )
+
+    assert runs_reap_stale(run_ids=[run.pk]) == 1
+
+    transcript = section(page_of(admin_client, inspect_url(thread)), "transcript")
+    assert "Half of an answer" in transcript
+    heading = transcript.find("Interrupted: the process executing this run stopped")
+    assert heading > transcript.find("Half of an answer") >= 0
+    assert "WORKER_LOST" in transcript[heading:]
+    assert "The run failed" not in transcript
