@@ -5,13 +5,15 @@ Ids: ``copilot_runtime.E001`` unknown key, ``E002`` wrong type, ``E003`` a dotte
 does not import, ``E004`` an agent or adapter that cannot run, ``E005`` an unknown executor,
 ``E006`` Celery without a broker, ``E007`` served under WSGI (``runserver`` without an ASGI
 server), ``E008`` a channels_redis list layer whose Redis reads time out before its blocking
-reads end, ``W001`` anonymous callers allowed with DEBUG off.
+reads end, ``E009`` a websocket timeout or bound out of range, ``W001`` anonymous callers
+allowed with DEBUG off.
 """
 
 from __future__ import annotations
 
 import difflib
 import inspect
+import math
 import os
 import sys
 from collections.abc import Iterable
@@ -244,6 +246,26 @@ def _list_layer_read_timeouts() -> Iterable[Error]:
                 )
 
 
+def _websocket_limits(configured: dict[str, Any]) -> Iterable[Error]:
+    """Values of the right type that still cannot work (a wrong type is E002)."""
+    timeout = configured.get("WEBSOCKET_INIT_TIMEOUT_SECONDS")
+    if _type_ok("WEBSOCKET_INIT_TIMEOUT_SECONDS", timeout) and not 0 < timeout < math.inf:
+        yield Error(
+            f"COPILOT_RUNTIME['WEBSOCKET_INIT_TIMEOUT_SECONDS'] is {timeout!r}; it must be a "
+            "number of seconds above 0 (at 0 every websocket is closed before its "
+            "connection_init).",
+            id=f"{TAG}.E009",
+        )
+    for key in ("WEBSOCKET_MAX_CONNECTIONS", "WEBSOCKET_MAX_PENDING_INIT"):
+        value = configured.get(key)
+        if _type_ok(key, value) and (value < 0 or not float(value).is_integer()):
+            yield Error(
+                f"COPILOT_RUNTIME[{key!r}] is {value!r}; it must be a whole number of "
+                "websockets, or 0 for no bound.",
+                id=f"{TAG}.E009",
+            )
+
+
 def _anonymous(configured: dict[str, Any]) -> Iterable[Warning]:
     if configured.get("ALLOW_ANONYMOUS") is True and not settings.DEBUG:
         yield Warning(
@@ -265,6 +287,7 @@ def check_runtime_settings(app_configs: Any = None, **_: Any) -> list[Error | Wa
     messages.extend(_executor(configured))
     messages.extend(_served_by_wsgi())
     messages.extend(_list_layer_read_timeouts())
+    messages.extend(_websocket_limits(configured))
     messages.extend(_anonymous(configured))
     if not any(isinstance(m, Error) and m.id == f"{TAG}.E002" for m in messages):
         messages.extend(_agents_and_adapters())

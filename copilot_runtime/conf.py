@@ -35,6 +35,15 @@ DEFAULTS: dict[str, Any] = {
     "CORS_LOOPBACK_IN_DEBUG": True,
     # Requests larger than this are refused with 413.
     "MAX_BODY_BYTES": 10 * 1024 * 1024,
+    # Websockets (copilot_runtime/ws/limits.py). One that sends no connection_init within
+    # this long is closed with 4408 (clients send it as soon as the socket opens).
+    "WEBSOCKET_INIT_TIMEOUT_SECONDS": 5.0,
+    # Per process: open websockets, and those of them not yet past connection_init (anyone
+    # can open those); a socket over either bound is closed at once with 4503 and the reason,
+    # which clients retry. Each open socket holds a file descriptor: keep the process's
+    # limit (ulimit -n) above WEBSOCKET_MAX_CONNECTIONS. 0: no bound.
+    "WEBSOCKET_MAX_CONNECTIONS": 2000,
+    "WEBSOCKET_MAX_PENDING_INIT": 100,
     # Agents besides ``default``: {name: {"description": ..., "kind": ..., ...}}. Kinds (see
     # agents/runners): ``python`` ({"class": "dotted.PythonAgent"}), ``llm`` ({"instructions",
     # "model", "tools": [server action names], "frontend_actions": True}), ``remote``

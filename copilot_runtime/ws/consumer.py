@@ -5,10 +5,15 @@ Auth happens at ``connection_init`` (``on_ws_connect``): a refused caller gets t
 refusal with the reason, close code 4403 on graphql-transport-ws, a ``connection_error``
 message (``{"message", "extensions"}``) on the legacy graphql-ws protocol. Operations are only
 accepted after ``connection_ack``, so none runs for a refused caller.
+
+A socket that sends no ``connection_init`` within ``WEBSOCKET_INIT_TIMEOUT_SECONDS`` is closed
+with 4408 (strawberry's timer on graphql-transport-ws, ``handlers`` on the legacy protocol);
+``limits`` counts the socket as initialised once it is acknowledged.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser
@@ -16,10 +21,12 @@ from strawberry.channels import GraphQLWSConsumer
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.types.unset import UNSET, UnsetType
 
+from copilot_runtime.conf import runtime_setting
 from copilot_runtime.errors import CopilotKitError, ErrorCode
 from copilot_runtime.ws.auth import ConnectionRefused, connection_caller, connection_token
 from copilot_runtime.ws.context import SocketContext
 from copilot_runtime.ws.handlers import RuntimeLegacyWSHandler, RuntimeTransportWSHandler
+from copilot_runtime.ws.limits import mark_initialised
 from copilot_runtime.ws.origins import OriginDecision, origin_decision, scope_headers
 
 # graphql-transport-ws's "Forbidden" close code, sent by strawberry on a refused connection.
@@ -47,6 +54,11 @@ class RuntimeGraphQLWSConsumer(GraphQLWSConsumer):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.refusal_reason: str | None = None
+        # Read per connection (not at import, when the route is built), so the setting and
+        # its overrides apply; both protocol handlers wait this long for connection_init.
+        self.connection_init_wait_timeout = dt.timedelta(
+            seconds=runtime_setting("WEBSOCKET_INIT_TIMEOUT_SECONDS")
+        )
 
     async def get_context(self, request: Any, response: Any) -> SocketContext:  # type: ignore[override]
         session_user = self.scope.get("user")
@@ -80,6 +92,8 @@ class RuntimeGraphQLWSConsumer(GraphQLWSConsumer):
         context.extra["token"] = connection_token(
             params=context.connection_params, headers=context.headers
         )
+        # Acknowledged next: the socket no longer counts against WEBSOCKET_MAX_PENDING_INIT.
+        mark_initialised(self.scope)
         return UNSET
 
     def is_websocket_origin_allowed(self, request: Any, origin: str) -> bool:

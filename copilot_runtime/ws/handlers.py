@@ -11,11 +11,16 @@
 - graphql-transport-ws: a document that does not parse, or names no runnable operation, gets an
   ``error`` message for its operation id, like any other invalid document, instead of closing
   the whole socket (4400), which would also end the connection's other operations.
+- The legacy protocol: a socket that sends no ``connection_init`` within the consumer's
+  ``connection_init_wait_timeout`` is closed with 4408, as strawberry does on
+  graphql-transport-ws (strawberry waits forever on the legacy protocol).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -29,15 +34,26 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
     SubscribeMessage,
 )
 from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
-from strawberry.subscriptions.protocols.graphql_ws.types import StartMessage, StopMessage
+from strawberry.subscriptions.protocols.graphql_ws.types import (
+    ConnectionInitMessage,
+    StartMessage,
+    StopMessage,
+)
 
 from copilot_runtime.errors import CopilotKitError, ErrorCode
 from copilot_runtime.graphql.resolvers.subscriptions import SUBSCRIPTION_END, SubscriptionEnd
 from copilot_runtime.ws.auth import CREDENTIALS_WITHDRAWN, caller_still_allowed
 from copilot_runtime.ws.errors import ErrorFormattingSchema
 
+logger = logging.getLogger(__name__)
+
 # graphql-transport-ws's "Forbidden" (graphql-ws clients treat it as fatal: no reconnect loop).
 _FORBIDDEN = 4403
+# graphql-transport-ws's close for a socket that sent no connection_init in time. The legacy
+# protocol has no message for it (its connection_error answers a connection_init), only the
+# close, on which subscriptions-transport-ws reconnects whatever the code: the same code then.
+INIT_TIMEOUT_CLOSE_CODE = 4408
+INIT_TIMEOUT_REASON = "Connection initialisation timeout"
 
 
 async def _credentials_withdrawn(context: Any) -> bool:
@@ -112,6 +128,36 @@ class RuntimeLegacyWSHandler(BaseGraphQLWSHandler[Any, Any]):
         super().__init__(**kwargs)
         self.schema = ErrorFormattingSchema(self.schema)  # type: ignore[assignment]
         self.operation_ends = _OperationEnds()
+        self.connection_init_received = False
+        self.connection_timed_out = False
+        self._init_timer: asyncio.Task[None] | None = None
+
+    async def handle(self) -> None:
+        self._init_timer = asyncio.create_task(self._close_unless_initialised())
+        try:
+            await super().handle()
+        finally:
+            self._init_timer.cancel()
+            # Its end, without taking on its cancellation (ours still propagates).
+            await asyncio.wait({self._init_timer})
+
+    async def _close_unless_initialised(self) -> None:
+        await asyncio.sleep(self.view.connection_init_wait_timeout.total_seconds())
+        if self.connection_init_received:
+            return
+        self.connection_timed_out = True
+        try:
+            await self.websocket.close(code=INIT_TIMEOUT_CLOSE_CODE, reason=INIT_TIMEOUT_REASON)
+        except Exception:  # the client left meanwhile: nothing left to close
+            logger.debug("closing a websocket that sent no connection_init failed", exc_info=True)
+
+    async def handle_connection_init(self, message: ConnectionInitMessage) -> None:
+        if self.connection_timed_out:
+            return  # it crossed our close on the wire: the socket is closing
+        self.connection_init_received = True
+        if self._init_timer is not None:
+            self._init_timer.cancel()
+        await super().handle_connection_init(message)
 
     async def handle_start(self, message: StartMessage) -> None:
         operation_id = message["id"]

@@ -18,6 +18,7 @@ from django.urls import re_path
 from copilot_runtime.graphql.schema import schema
 from copilot_runtime.mount import RUNTIME_ROUTE
 from copilot_runtime.ws.consumer import RuntimeGraphQLWSConsumer
+from copilot_runtime.ws.limits import SocketLimiter
 from copilot_runtime.ws.origins import RuntimeOriginValidator
 
 WEBSOCKET_PATH = rf"^{re.escape(RUNTIME_ROUTE)}/?$"
@@ -25,9 +26,10 @@ WEBSOCKET_PATH = rf"^{re.escape(RUNTIME_ROUTE)}/?$"
 websocket_urlpatterns = [
     re_path(
         WEBSOCKET_PATH,
-        # Origin check, then the Django session, then the GraphQL consumer.
+        # Origin check, the per-process socket bounds (before the session costs a database
+        # read), the Django session, then the GraphQL consumer.
         RuntimeOriginValidator(
-            AuthMiddlewareStack(RuntimeGraphQLWSConsumer.as_asgi(schema=schema))
+            SocketLimiter(AuthMiddlewareStack(RuntimeGraphQLWSConsumer.as_asgi(schema=schema)))
         ),
     )
 ]
