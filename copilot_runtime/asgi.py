@@ -1,10 +1,8 @@
-"""ASGI entry point: the two hot endpoints in front of Django (``http/front.py``), Django for
-every other HTTP request, GraphQL over websockets (``copilot_runtime.ws``), and the lifespan
-(its shutdown closes the turn store's pools)."""
+"""The standalone site's ASGI entry: the runtime's own host entry
+(``copilot_runtime.routing.runtime_application``) around Django, as any project serves it."""
 
 import os
 
-from channels.routing import ProtocolTypeRouter
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "copilot_runtime.settings")
@@ -12,14 +10,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "copilot_runtime.settings")
 django_asgi_app = get_asgi_application()
 
 # Imported after Django is set up: the websocket application imports models.
-from copilot_runtime.http.front import RuntimeFront  # noqa: E402
-from copilot_runtime.lifespan import lifespan  # noqa: E402
-from copilot_runtime.ws.routing import websocket_application  # noqa: E402
+from copilot_runtime.routing import runtime_application  # noqa: E402
 
-application = ProtocolTypeRouter(
-    {
-        "http": RuntimeFront(django_asgi_app),
-        "websocket": websocket_application(),
-        "lifespan": lifespan,
-    }
-)
+application = runtime_application(django_asgi_app)

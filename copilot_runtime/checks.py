@@ -6,7 +6,7 @@ does not import, ``E004`` an agent or adapter that cannot run, ``E005`` an unkno
 ``E006`` Celery without a broker, ``E007`` served under WSGI (``runserver`` without an ASGI
 server), ``E008`` a channels_redis list layer whose Redis reads time out before its blocking
 reads end, ``E009`` a websocket timeout or bound out of range, ``W001`` anonymous callers
-allowed with DEBUG off.
+allowed with DEBUG off, ``W010`` middleware the hot endpoints' front does not run.
 """
 
 from __future__ import annotations
@@ -184,6 +184,26 @@ def _served_by_wsgi() -> Iterable[Error]:
         )
 
 
+def _bypassed_middleware(configured: dict[str, Any]) -> Iterable[Warning]:
+    """Middleware of the project that the front neither honours nor replaces on the two hot
+    endpoints (copilot_runtime/http/host_middleware.py)."""
+    from copilot_runtime.http.host_middleware import bypassed_middleware
+
+    if configured.get("HOT_PATHS_THROUGH_DJANGO"):
+        return
+    bypassed = bypassed_middleware(list(getattr(settings, "MIDDLEWARE", [])))
+    if bypassed:
+        yield Warning(
+            "The runtime's two hot endpoints (the v1 generateCopilotResponse POST and the v2 "
+            "run) are served without Django's handler, so this middleware does not run for "
+            "them: " + ", ".join(bypassed) + ".",
+            hint="If it must see those requests, set COPILOT_RUNTIME['HOT_PATHS_THROUGH_DJANGO']"
+            " = True (slower); otherwise silence copilot_runtime.W010 in "
+            "SILENCED_SYSTEM_CHECKS.",
+            id=f"{TAG}.W010",
+        )
+
+
 _LIST_LAYER = "channels_redis.core.RedisChannelLayer"
 
 
@@ -289,6 +309,7 @@ def check_runtime_settings(app_configs: Any = None, **_: Any) -> list[Error | Wa
     messages.extend(_list_layer_read_timeouts())
     messages.extend(_websocket_limits(configured))
     messages.extend(_anonymous(configured))
+    messages.extend(_bypassed_middleware(configured))
     if not any(isinstance(m, Error) and m.id == f"{TAG}.E002" for m in messages):
         messages.extend(_agents_and_adapters())
     return messages

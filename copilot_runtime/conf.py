@@ -119,6 +119,10 @@ DEFAULTS: dict[str, Any] = {
     # The hot endpoints remember a bearer token's or a session's user this long (seconds): a
     # revoked token or a logged-out session is refused once it has passed.
     "AUTH_CACHE_SECONDS": 2.0,
+    # Serve the two hot endpoints through Django's handler and the project's whole MIDDLEWARE
+    # instead of the runtime's front (copilot_runtime/http/host_middleware.py says what the
+    # front honours): for a project whose own middleware must see every request.
+    "HOT_PATHS_THROUGH_DJANGO": False,
     # History messages a web process remembers, both protocols together (what was made of
     # each, so a message re-sent with every turn is not checked and converted again):
     # 3-5 MiB at the default, about the live history of 50 forty-turn conversations. A process

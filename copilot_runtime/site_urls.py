@@ -1,17 +1,16 @@
 """The standalone site's URLconf: the demo page, the admin, the health checks and the runtime
-at its mount point. A host project includes only ``copilot_runtime.urls``."""
+at its mount point. A host project includes ``copilot_runtime.urls`` and, for its load
+balancer, ``copilot_runtime.health_urls``."""
 
 from django.contrib import admin
 from django.urls import include, path
 
 from copilot_runtime.agui import demo
-from copilot_runtime.http import health
 from copilot_runtime.mount import RUNTIME_ROUTE
 
 urlpatterns = [
     path("", demo.demo_chat, name="demo-chat"),
-    path("healthz", health.healthz, name="healthz"),
-    path("readyz", health.readyz, name="readyz"),
+    path("", include("copilot_runtime.health_urls")),
     path("admin/", admin.site.urls),
     path(RUNTIME_ROUTE, include("copilot_runtime.urls")),
 ]

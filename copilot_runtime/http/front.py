@@ -23,9 +23,16 @@ import logging
 from collections.abc import AsyncIterable, Awaitable, Callable
 from typing import Any
 
+from django.core.exceptions import PermissionDenied, SuspiciousOperation
 from django.core.handlers.asgi import ASGIRequest
 from django.db import DatabaseError, DataError
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    HttpResponseForbidden,
+    StreamingHttpResponse,
+)
 
 from copilot_runtime.agui import responses as agui_responses
 from copilot_runtime.agui import routes, runs
@@ -39,6 +46,7 @@ from copilot_runtime.http.graphql_http import (
     graphql_bad_request,
     serve_graphql,
 )
+from copilot_runtime.http.host_middleware import HonouredMiddleware, honoured_middleware
 from copilot_runtime.http.resent import RESENT
 from copilot_runtime.http.responses import (
     REFUSED_VALUE,
@@ -46,6 +54,7 @@ from copilot_runtime.http.responses import (
     LastChunk,
     json_error,
 )
+from copilot_runtime.lifespan import started_if_not_yet
 from copilot_runtime.mount import RUNTIME_PATH
 
 logger = logging.getLogger(__name__)
@@ -135,13 +144,20 @@ def _replaying(body: bytes, receive: Receive) -> Receive:
 
 
 class RuntimeFront:
-    """ASGI middleware: the hot endpoints here, everything else to ``app`` (Django)."""
+    """ASGI middleware: the hot endpoints here, everything else to ``app`` (Django).
+
+    The project's middleware is honoured, replaced or not needed on the hot endpoints as
+    ``host_middleware.py`` decides; ``HOT_PATHS_THROUGH_DJANGO`` sends them to Django too."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+        self._through_django = bool(runtime_setting("HOT_PATHS_THROUGH_DJANGO"))
+        self._middleware: HonouredMiddleware | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        route = _hot_route(scope)
+        if scope["type"] == "http":
+            started_if_not_yet()  # for servers without lifespan events (daphne)
+        route = None if self._through_django else _hot_route(scope)
         if route is None:
             refused = _declared_refusal(scope)
             if refused is not None:
@@ -167,9 +183,26 @@ class RuntimeFront:
         # its parse is held while the answer streams (50 conversations' histories otherwise).
         request = ASGIRequest(scope, io.BytesIO(b""))
         del body
-        response = await _answer(request, route, parsed)
+        middleware = self._middleware
+        if middleware is None:  # built on first use: the settings are loaded by then
+            middleware = self._middleware = honoured_middleware()
+        refused = _before(middleware, request)
+        response = refused if refused is not None else await _answer(request, route, parsed)
         del parsed
+        response = middleware.after(request, response)
         await _send_response(response, send, scope=scope, receive=receive, request=request)
+
+
+def _before(middleware: HonouredMiddleware, request: HttpRequest) -> HttpResponse | None:
+    """The honoured middleware's request hooks, their refusals answered as Django's handler
+    answers them (a host not in ``ALLOWED_HOSTS``: 400; a disallowed user agent: 403)."""
+    try:
+        return middleware.before(request)
+    except SuspiciousOperation as refused:
+        logger.warning("refused %s: %s", request.path, refused)
+        return HttpResponseBadRequest()
+    except PermissionDenied:
+        return HttpResponseForbidden()
 
 
 async def _answer(request: HttpRequest, route: str, body: dict[str, Any]) -> HttpResponse:

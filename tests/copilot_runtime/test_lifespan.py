@@ -88,3 +88,51 @@ async def test_the_standalone_application_routes_the_lifespan() -> None:
         "lifespan.shutdown.complete",
     ]
     await POOLS.close_all()
+
+
+async def test_a_host_lifespan_starts_before_the_runtime_and_stops_after_it() -> None:
+    from copilot_runtime import lifespan as runtime_lifespan_module
+    from copilot_runtime.lifespan import lifespan_with
+
+    order: list[str] = []
+
+    async def host(scope: Any, receive: Any, send: Any) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                order.append("host started")
+                await send({"type": "lifespan.startup.complete"})
+            else:
+                order.append("host stopped")
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    runtime_lifespan_module._started = False
+    assert await run_lifespan(lifespan_with(host)) == [
+        "lifespan.startup.complete",
+        "lifespan.shutdown.complete",
+    ]
+    assert order == ["host started", "host stopped"]
+    assert runtime_lifespan_module._started  # the runtime's startup ran too
+
+
+async def test_a_host_application_without_a_lifespan_is_left_out() -> None:
+    """Django's own handler refuses the lifespan scope: the runtime's lifespan goes on alone."""
+    from django.core.asgi import get_asgi_application
+
+    from copilot_runtime.lifespan import lifespan_with
+
+    assert await run_lifespan(lifespan_with(get_asgi_application())) == [
+        "lifespan.startup.complete",
+        "lifespan.shutdown.complete",
+    ]
+
+
+async def test_a_host_startup_failure_is_reported_to_the_server() -> None:
+    from copilot_runtime.lifespan import lifespan_with
+
+    async def failing(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "lifespan.startup.failed", "message": "no cache"})
+
+    assert await run_lifespan(lifespan_with(failing)) == ["lifespan.startup.failed"]
