@@ -34,7 +34,7 @@ import pytest
 from benchmarks.postgres import ThrowawayPostgres, find_pg_bin
 from tests.conftest import REPO_ROOT, ServedProcess
 from tests.support.generate_e2e import server_env
-from tests.support.redis_server import RedisServer, free_port
+from tests.support.redis_server import RedisServer, free_port, running_redis
 
 if TYPE_CHECKING:
     from benchmarks.fake_upstream import FakeUpstream
@@ -130,14 +130,8 @@ def _token_in(output: str) -> str:
 
 @pytest.fixture
 def fault_redis(tmp_path: Path) -> Iterator[RedisServer]:
-    work_dir = tmp_path / "redis"
-    work_dir.mkdir()
-    server = RedisServer(port=free_port(), work_dir=work_dir)
-    server.start()
-    try:
+    with running_redis(tmp_path) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def _environment(

@@ -3,9 +3,11 @@ restarted in place (the Celery outage tests and the fault suite)."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,3 +87,16 @@ class RedisServer:
     def restart(self) -> None:
         self.stop()
         self.start()
+
+
+@contextlib.contextmanager
+def running_redis(directory: Path) -> Iterator[RedisServer]:
+    """A redis-server of its own in ``directory``/redis, stopped on the way out."""
+    work_dir = directory / "redis"
+    work_dir.mkdir()
+    server = RedisServer(port=free_port(), work_dir=work_dir)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

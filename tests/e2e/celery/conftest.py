@@ -47,7 +47,7 @@ import redis
 from tests.conftest import REPO_ROOT
 from tests.e2e.conftest import current_database_url
 from tests.support.generate_e2e import server_env
-from tests.support.redis_server import RedisServer, free_port
+from tests.support.redis_server import RedisServer, running_redis
 
 if TYPE_CHECKING:
     from benchmarks.fake_upstream import FakeUpstream
@@ -92,14 +92,8 @@ def redis_url(_module_redis_database: int) -> str:
 
 @pytest.fixture
 def dedicated_redis(tmp_path: Path) -> Iterator[RedisServer]:
-    work_dir = tmp_path / "redis"
-    work_dir.mkdir()
-    server = RedisServer(port=free_port(), work_dir=work_dir)
-    server.start()
-    try:
+    with running_redis(tmp_path) as server:
         yield server
-    finally:
-        server.stop()
 
 
 # --- environment ----------------------------------------------------------------------------------
