@@ -136,3 +136,27 @@ async def test_a_host_startup_failure_is_reported_to_the_server() -> None:
         await send({"type": "lifespan.startup.failed", "message": "no cache"})
 
     assert await run_lifespan(lifespan_with(failing)) == ["lifespan.startup.failed"]
+
+
+async def test_without_lifespan_events_the_front_does_the_startup_on_the_first_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """daphne sends no lifespan events: the first HTTP request settles the process, once."""
+    from copilot_runtime import lifespan as runtime_lifespan_module
+    from copilot_runtime.http.front import RuntimeFront
+
+    settled: list[int] = []
+    monkeypatch.setattr(runtime_lifespan_module, "settle_collector", lambda: settled.append(1))
+    monkeypatch.setattr(runtime_lifespan_module, "_started", False)
+    answered: list[str] = []
+
+    async def django(scope: Any, receive: Any, send: Any) -> None:
+        answered.append(scope["path"])
+
+    front = RuntimeFront(django)
+    for path in ("/admin/", "/healthz"):
+        scope = {"type": "http", "method": "GET", "path": path, "headers": []}
+        await front(scope, None, None)
+
+    assert answered == ["/admin/", "/healthz"]
+    assert settled == [1]
