@@ -158,13 +158,17 @@ def default_server() -> str:
     return UVICORN_SERVER if UVICORN.exists() else DAPHNE_SERVER
 
 
-def server_command(*, port: int, server: str | None = None) -> list[str]:
-    """The one place the project's server command is built (``--server`` overrides)."""
+def server_command(
+    *, port: int, server: str | None = None, application: str = ASGI_APPLICATION
+) -> list[str]:
+    """The one place the project's server command is built (``--server`` overrides); a host
+    project (benchmarks/host_project.py) is served with the same flags, its own
+    ``application``."""
     if (server or default_server()) == DAPHNE_SERVER:
-        return [str(DAPHNE), "-b", "127.0.0.1", "-p", str(port), ASGI_APPLICATION]
+        return [str(DAPHNE), "-b", "127.0.0.1", "-p", str(port), application]
     return [
         str(UVICORN),
-        ASGI_APPLICATION,
+        application,
         "--host",
         "127.0.0.1",
         "--port",
@@ -199,12 +203,13 @@ def start_server(
     server: str | None = None,
     name: str = "",
     cwd: Path = REPO_ROOT,
+    application: str = ASGI_APPLICATION,
 ) -> Managed:
     """The project (the checkout at ``cwd``) served as ``scripts/run.sh`` serves it; waits
     for /healthz."""
     managed = start_process(
         name or (server or default_server()),
-        server_command(port=port, server=server),
+        server_command(port=port, server=server, application=application),
         env=env,
         log_dir=log_dir,
         cwd=cwd,

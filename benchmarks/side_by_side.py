@@ -21,6 +21,9 @@ Rows (``--rows``, all by default):
   leaves the body's reading out: this tells the body's cost from the thread's).
 - ``paced``: ``--paced-users`` (300) users at once, 100 tokens 20 ms apart (v2): failures,
   TTFT p95, server CPU ms/req; ``--big-users`` (1,000) the same for the project (and TS).
+- ``host``: the ``conv`` load against a ``startproject`` host built by the README's steps
+  (``benchmarks/host_row.py``), served under uvicorn and under daphne, alternated with TS and
+  the standalone site: each host's req/s, TTFT, CPU and RSS against both.
 - ``celery``: the project with a Celery worker (Redis; one process, the threads pool with the
   site's 50 run slots): TTFT p50 at C=1 against inline, req/s at C=users (v1) against TS v1,
   web + worker CPU ms/req, and req/s and TTFT at C=users with tokens 20 ms apart.
@@ -67,6 +70,7 @@ from benchmarks.conversation import (
     new_session,
     send_turn,
 )
+from benchmarks.host_row import host_table_rows, start_hosts
 from benchmarks.postgres import ThrowawayPostgres, find_pg_bin, free_port
 from benchmarks.processes import (
     REPO_ROOT,
@@ -86,12 +90,11 @@ from benchmarks.procstat import (
     threads_cpu_seconds,
     tree_cpu_seconds,
 )
-from benchmarks.table import Row, format_table
+from benchmarks.table import OURS, TS, Row, format_table
 
 DEFAULT_OUTPUT = REPO_ROOT / "benchmarks" / "results" / "side_by_side.json"
 # The standalone site's default run slots of one worker process (CELERY_WORKER_CONCURRENCY).
 WORKER_CONCURRENCY = 50
-TS, OURS = "ts", "ours"
 
 
 @dataclass
@@ -374,16 +377,30 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             return {TS: ts_servers[protocol], OURS: ours}
 
         load = {"seconds": args.duration, "warmup": args.warmup}
+
+        def conversation(protocol: str) -> Callable[[Server], dict[str, Any]]:
+            return lambda s: measure_load(
+                s, protocol=protocol, users=args.users, tokens=50, turns_per_thread=40, **load
+            )
+
         if "conv" in rows:
             for protocol in (V1, V2):
                 print(f"[bench] conversation load {protocol} C={args.users}", flush=True)
                 results["rows"][f"conv_{protocol}"] = alternate(
-                    sides(protocol),
-                    args.rounds,
-                    lambda s, p=protocol: measure_load(
-                        s, protocol=p, users=args.users, tokens=50, turns_per_thread=40, **load
-                    ),
+                    sides(protocol), args.rounds, conversation(protocol)
                 )
+        if "host" in rows:
+            started, results["host"] = start_hosts(env=env, log_dir=log_dir, stack=stack)
+            hosts = {side: Server(side, url, managed) for side, (url, managed) in started.items()}
+            for protocol in (V1, V2):
+                for host in hosts.values():
+                    _warm(host, protocol)
+                print(f"[bench] host project, conversation load {protocol}", flush=True)
+                results["rows"][f"host_{protocol}"] = alternate(
+                    {**sides(protocol), **hosts}, args.rounds, conversation(protocol)
+                )
+            for host in hosts.values():  # idle, but their memory is the later rows' too
+                host.managed.stop()
         if "single" in rows:
             for protocol in (V1, V2):
                 print(f"[bench] one user, 200 tokens, {protocol}", flush=True)
@@ -589,6 +606,7 @@ def table_rows(results: dict[str, Any]) -> list[Row]:
                         compared=False,
                     )
                 )
+    rows.extend(host_table_rows(results))
     for protocol, name in ((V1, "v1"), (V2, "v2")):
         ts, ours = pair(f"single_{protocol}")
         if ours is not None:
@@ -659,7 +677,7 @@ def table_rows(results: dict[str, Any]) -> list[Row]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", default="conv,single,flat,paced,adapters,celery")
+    parser.add_argument("--rows", default="conv,host,single,flat,paced,adapters,celery")
     parser.add_argument("--users", type=int, default=50)
     parser.add_argument("--duration", type=float, default=15.0, help="measured seconds per load")
     parser.add_argument("--warmup", type=float, default=3.0)

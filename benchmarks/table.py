@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The keys of TS's and the project's (the standalone site's) figures in each row of the results.
+TS, OURS = "ts", "ours"
+
 
 @dataclass(frozen=True)
 class Row:
