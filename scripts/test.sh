@@ -131,6 +131,10 @@ ensure_system_packages() {
     # Browser e2e tests drive Debian's Chromium headless through playwright-core (npm); no
     # browser is ever downloaded.
     [ -x /usr/bin/chromium ] || missing+=(chromium)
+    # docs/production.md's nginx site is served in front of uvicorn (tests/e2e/test_nginx.py),
+    # by Debian's nginx (/usr/sbin, not on every user's PATH); curl reads its HTTP/2 stream.
+    [ -x /usr/sbin/nginx ] || missing+=(nginx)
+    command -v curl >/dev/null 2>&1 || missing+=(curl)
 
     if [ "${#missing[@]}" -eq 0 ]; then
         log "system packages present (PostgreSQL: $(find_pg_bin), redis-server: $(command -v redis-server))"
