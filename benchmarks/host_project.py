@@ -1,15 +1,16 @@
-"""A Django project made a host of the runtime by the README's steps, for ``make bench``'s host
-row (benchmarks/host_row.py).
+"""A Django project made a host of the runtime by the documented steps, for ``make bench``'s
+host row (benchmarks/host_row.py).
 
-``build_host`` runs the venv's ``django-admin startproject`` and applies "Add it to an existing
-Django project" (README.md, steps 1-4) to what it wrote: the three apps and the runtime's CORS
-middleware after Django's ``SecurityMiddleware`` in ``settings.py``, startproject's other
-middleware kept (what a team's project runs is what is measured), the runtime's URLs and
-health URLs in ``urls.py``, and the runtime's ASGI entry in ``asgi.py``. Migrating and checking
-(step 4) are the caller's (``manage_command``); step 5 (Celery) does not apply to the inline
-executor the row measures. tests/e2e/test_host_entry.py builds the same kind of host for its
-checks. Everything that writes the host is in ``build_host``, so that a version that takes the
-steps from the documentation page itself can replace it.
+``build_host`` runs the venv's ``django-admin startproject mysite`` and applies the marked code
+blocks of docs/adding-to-a-project.md (benchmarks/host_recipe.py), the same blocks
+tests/e2e/test_host_project.py builds its host from: the settings appended, ``urls.py``,
+``asgi.py``, ``celery.py`` and ``__init__.py`` written. startproject's middleware is kept (what
+a team's project runs is what is measured). Without ``REDIS_URL`` the recipe's settings serve
+runs in the web process, the inline executor the row measures. Then the bench's own few lines,
+which a production settings file has in some form: ``DEBUG`` off, the hosts it answers, and
+anonymous callers allowed (the load generator calls anonymously, as it calls the standalone
+site and the TypeScript runtimes). Migrating and checking are the caller's
+(``manage_command``).
 """
 
 from __future__ import annotations
@@ -21,51 +22,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.host_recipe import PACKAGE, recipe_blocks, write_host
+
 DJANGO_ADMIN = Path(sys.executable).parent / "django-admin"
-PACKAGE = "hostsite"
 
-# Appended to startproject's settings.py: step 1 plus what the host needs to run on the bench.
-SETTINGS_ADDENDUM = """
-# --- benchmarks/host_project.py: README.md, "Add it to an existing Django project" ---
-import os  # noqa: E402
-
-import dj_database_url  # noqa: E402
-
+# After the recipe's settings: what the bench itself needs of the host.
+BENCH_SETTINGS = """
+# --- benchmarks/host_project.py: the bench's own ---
 DEBUG = False
 ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
-INSTALLED_APPS += ["copilot_runtime", "conversations", "agents"]
-MIDDLEWARE.insert(1, "copilot_runtime.http.cors.RuntimeCorsMiddleware")  # after Security
-# The model: OPENAI_API_KEY and OPENAI_BASE_URL from the environment (the bench's fake
-# upstream). The load generator calls anonymously, as it calls the standalone site and the
-# TypeScript runtimes; with DEBUG off the runtime refuses anonymous callers unless allowed.
-COPILOT_RUNTIME = {"ALLOW_ANONYMOUS": True}
-DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"])}
-CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-"""
-
-# Appended to startproject's urls.py (step 2): added to its urlpatterns rather than edited
-# into its text, which differs between Django versions (quotes, comments).
-URLS_ADDENDUM = """
-# --- benchmarks/host_project.py: README.md, step 2 ---
-from django.urls import include  # noqa: E402
-
-urlpatterns += [
-    path("api/copilotkit", include("copilot_runtime.urls")),
-    path("", include("copilot_runtime.health_urls")),  # /healthz and /readyz
-]
-"""
-
-# Step 3: asgi.py as the README gives it.
-ASGI_TEMPLATE = """import os
-
-from django.core.asgi import get_asgi_application
-
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "{package}.settings")
-django_asgi_app = get_asgi_application()
-
-from copilot_runtime.routing import runtime_application  # noqa: E402
-
-application = runtime_application(django_asgi_app)
+COPILOT_RUNTIME["ALLOW_ANONYMOUS"] = True
 """
 
 
@@ -102,18 +68,16 @@ class HostProject:
         return [sys.executable, "manage.py", *arguments]
 
 
-def build_host(directory: Path, package: str = PACKAGE) -> HostProject:
-    """``django-admin startproject <package> <directory>`` with the README's steps applied."""
+def build_host(directory: Path) -> HostProject:
+    """``django-admin startproject mysite <directory>`` with the documented steps applied."""
     directory.mkdir(parents=True, exist_ok=True)
     subprocess.run(
-        [str(DJANGO_ADMIN), "startproject", package, str(directory)],
+        [str(DJANGO_ADMIN), "startproject", PACKAGE, str(directory)],
         check=True,
         capture_output=True,
         timeout=60,
     )
-    package_dir = directory / package
-    for name, addendum in (("settings.py", SETTINGS_ADDENDUM), ("urls.py", URLS_ADDENDUM)):
-        written = package_dir / name
-        written.write_text(written.read_text() + addendum)
-    (package_dir / "asgi.py").write_text(ASGI_TEMPLATE.format(package=package))
-    return HostProject(site=directory, package=package)
+    package_dir = write_host(directory, recipe_blocks())
+    settings = package_dir / "settings.py"
+    settings.write_text(settings.read_text() + BENCH_SETTINGS)
+    return HostProject(site=directory, package=PACKAGE)

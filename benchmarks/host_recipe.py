@@ -1,5 +1,6 @@
 """The host recipe, docs/adding-to-a-project.md, read as code: its marked blocks, and a
-``startproject`` package written from them.
+``startproject`` package written from them (tests/e2e/test_host_project.py builds and drives a
+host from them; ``make bench``'s host row measures one: benchmarks/host_project.py).
 
 The marking scheme: a line ``<!-- host: KEY -->`` directly followed by a fenced code block marks
 that block as the recipe's ``KEY``. The keys (``BLOCKS``) and what each block is:
@@ -23,8 +24,7 @@ import re
 import shlex
 from pathlib import Path
 
-from tests.conftest import REPO_ROOT
-
+REPO_ROOT = Path(__file__).resolve().parent.parent
 RECIPE = REPO_ROOT / "docs" / "adding-to-a-project.md"
 PACKAGE = "mysite"  # the project name the recipe is written for
 

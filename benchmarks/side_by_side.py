@@ -21,7 +21,7 @@ Rows (``--rows``, all by default):
   leaves the body's reading out: this tells the body's cost from the thread's).
 - ``paced``: ``--paced-users`` (300) users at once, 100 tokens 20 ms apart (v2): failures,
   TTFT p95, server CPU ms/req; ``--big-users`` (1,000) the same for the project (and TS).
-- ``host``: the ``conv`` load against a ``startproject`` host built by the README's steps
+- ``host``: the ``conv`` load against a ``startproject`` host built by the documented steps
   (``benchmarks/host_row.py``), served under uvicorn and under daphne, alternated with TS and
   the standalone site: each host's req/s, TTFT, CPU and RSS against both.
 - ``celery``: the project with a Celery worker (Redis; one process, the threads pool with the

@@ -38,7 +38,7 @@ import json
 from django.conf import settings
 from django.urls import resolve
 from copilot_runtime.conf import anonymous_allowed
-import hostsite.asgi
+import mysite.asgi
 print(json.dumps({
     "debug": settings.DEBUG,
     "apps": settings.INSTALLED_APPS,
@@ -48,9 +48,16 @@ print(json.dumps({
     "database": settings.DATABASES["default"]["NAME"],
     "runtime": resolve("/api/copilotkit").func.__module__,
     "healthz": resolve("/healthz").url_name,
-    "application": type(hostsite.asgi.application).__module__,
+    "application": type(mysite.asgi.application).__module__,
 }))
 """
+
+
+def suite_database_url() -> str:
+    url = os.environ.get("DATABASE_URL")
+    if not url:
+        pytest.fail("DATABASE_URL is not set: run the suite with scripts/test.sh (make test)")
+    return url
 
 
 def manage(host: HostProject, *arguments: str, env: dict[str, str]) -> str:
@@ -67,10 +74,10 @@ def manage(host: HostProject, *arguments: str, env: dict[str, str]) -> str:
     return done.stdout + done.stderr
 
 
-# --- the host the README's steps make ------------------------------------------------------------
+# --- the host the documented steps make ---------------------------------------------------------
 
 
-def test_the_host_is_startproject_with_the_readmes_steps_and_its_middleware_kept(
+def test_the_host_is_startproject_with_the_documented_steps_and_its_middleware_kept(
     tmp_path: Path,
 ) -> None:
     host = build_host(tmp_path / "site")
@@ -80,31 +87,34 @@ def test_the_host_is_startproject_with_the_readmes_steps_and_its_middleware_kept
         database_url="postgres://nobody:secret@127.0.0.1:9/host_probe",
     )
 
-    found = json.loads(manage(host, "shell", "-c", PROBE, env=env).strip().splitlines()[-1])
+    printed = manage(host, "shell", "-c", PROBE, env=env).splitlines()
+    found = json.loads([line for line in printed if line.startswith("{")][-1])
 
-    assert env["DJANGO_SETTINGS_MODULE"] == "hostsite.settings"
+    assert env["DJANGO_SETTINGS_MODULE"] == "mysite.settings"
     assert env["PYTHONPATH"].split(os.pathsep)[0] == str(host.site)
-    assert host.application == "hostsite.asgi:application"
+    assert host.application == "mysite.asgi:application"
     assert found["debug"] is False and found["anonymous"] is True
     assert found["apps"][-3:] == ["copilot_runtime", "conversations", "agents"]
     assert "django.contrib.admin" in found["apps"]
     expected = list(STARTPROJECT_MIDDLEWARE)
-    expected.insert(1, "copilot_runtime.http.cors.RuntimeCorsMiddleware")
+    expected[1:1] = [
+        "copilot_runtime.http.static.StaticFilesMiddleware",
+        "copilot_runtime.http.cors.RuntimeCorsMiddleware",
+    ]
     assert found["middleware"] == expected
     assert found["layer"] == "channels.layers.InMemoryChannelLayer"
     assert found["database"] == "host_probe"
     assert found["runtime"].startswith("copilot_runtime.")
     assert found["healthz"]
     assert found["application"] != "django.core.handlers.asgi"  # the runtime's entry, in front
-    asgi = (host.site / "hostsite" / "asgi.py").read_text()
+    asgi = (host.site / "mysite" / "asgi.py").read_text()
     assert "application = runtime_application(django_asgi_app)" in asgi
     # Step 4's check: the front honours or replaces every startproject middleware (no W010).
     assert "copilot_runtime.W010" not in manage(host, "check", env=env)
 
 
-@pytest.mark.skipif("DATABASE_URL" not in os.environ, reason="needs the suite's PostgreSQL")
 def test_the_host_gets_a_database_of_its_own_dropped_at_the_end() -> None:
-    admin_url = os.environ["DATABASE_URL"]
+    admin_url = suite_database_url()
 
     def names() -> set[str]:
         with psycopg.connect(admin_url, autocommit=True) as connection:
@@ -123,12 +133,11 @@ def test_the_host_gets_a_database_of_its_own_dropped_at_the_end() -> None:
 # --- the host served as the row serves it --------------------------------------------------------
 
 
-@pytest.mark.skipif("DATABASE_URL" not in os.environ, reason="needs the suite's PostgreSQL")
 def test_the_host_answers_the_load_generators_turns_under_uvicorn_and_daphne(
     fake_upstream: Any,
 ) -> None:
     port = int(fake_upstream.base_url.split(":")[-1].split("/")[0])
-    env = bench_environment(os.environ["DATABASE_URL"], port)
+    env = bench_environment(suite_database_url(), port)
     with contextlib.ExitStack() as stack:
         started, record = start_hosts(env=env, log_dir=new_log_dir(), stack=stack)
 
@@ -147,7 +156,7 @@ def test_the_host_answers_the_load_generators_turns_under_uvicorn_and_daphne(
     assert all(managed.process.poll() is not None for managed in processes)  # stopped
 
     assert set(started) == set(HOST_SIDES) == {"host_uvicorn", "host_daphne"}
-    assert record["database"] == "own" and record["application"] == "hostsite.asgi:application"
+    assert record["database"] == "own" and record["application"] == "mysite.asgi:application"
     assert "W010" not in record["check"]
     for key, turns in answered.items():
         assert [turn.failure for turn in turns] == ["", ""], key

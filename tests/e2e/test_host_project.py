@@ -1,6 +1,6 @@
 """A brand-new Django project made a CopilotKit backend from docs/adding-to-a-project.md alone.
 
-The recipe's code blocks are taken from the document itself (tests/support/host_recipe.py).
+The recipe's code blocks are taken from the document itself (benchmarks/host_recipe.py).
 Marking scheme: a line ``<!-- host: KEY -->`` directly before a fenced block marks it; the keys
 are ``wheel`` (sh: how the wheel is built and installed), ``settings.py append`` (python:
 appended to startproject's settings.py), ``urls.py``, ``asgi.py``, ``celery.py`` and
@@ -46,19 +46,19 @@ import psycopg
 import pytest
 import redis
 
-from tests.conftest import REPO_ROOT
-from tests.e2e.agui_client import run_agui
-from tests.e2e.js_client import JS_CLIENT_VERSIONS, ensure_js_clients_installed, run_js
-from tests.e2e.test_inspector_browser import drive_browser
-from tests.e2e.test_subscriptions_real_clients import COPILOT_STREAM, TRANSPORT, WsClientRun
-from tests.support.generate_e2e import generate_command, generate_data, text_input
-from tests.support.host_recipe import (
+from benchmarks.host_recipe import (
     PACKAGE,
     RecipeError,
     commands,
     recipe_blocks,
     write_host,
 )
+from tests.conftest import REPO_ROOT
+from tests.e2e.agui_client import run_agui
+from tests.e2e.js_client import JS_CLIENT_VERSIONS, ensure_js_clients_installed, run_js
+from tests.e2e.test_inspector_browser import drive_browser
+from tests.e2e.test_subscriptions_real_clients import COPILOT_STREAM, TRANSPORT, WsClientRun
+from tests.support.generate_e2e import generate_command, generate_data, text_input
 from tests.support.redis_server import free_port
 
 if TYPE_CHECKING:
