@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from django import forms
@@ -15,6 +14,7 @@ from django.utils.html import format_html, format_html_join
 
 from copilot_runtime.auth import do_issue_token, do_revoke_token
 from copilot_runtime.guardrails.records import rule_recent_evaluations, rules_with_trip_counts
+from copilot_runtime.guardrails.regex import pattern_problem
 from copilot_runtime.models import (
     ApiToken,
     GuardrailEvaluation,
@@ -71,10 +71,11 @@ class GuardrailRuleForm(forms.ModelForm):
         if not text:
             self.add_error("text", "A rule needs a topic or a pattern.")
         elif cleaned.get("match") == GuardrailMatch.PATTERN:
-            try:
-                re.compile(text)
-            except re.error as error:
-                self.add_error("text", f"Not a valid regular expression: {error}.")
+            # Checked as the local evaluator will run it (RE2, linear time): a pattern it
+            # cannot run is refused here, with the reason, rather than failing every turn.
+            problem = pattern_problem(text)
+            if problem:
+                self.add_error("text", f"{problem[0].upper()}{problem[1:]}.")
         return cleaned
 
 

@@ -11,6 +11,7 @@ Modules, one concern each:
 - ``verdicts``: what evaluators answer and how their findings become one decision;
 - ``local``, ``model``, ``cloud``: the evaluators (patterns and keywords; a topic classifier on
   the configured model; Copilot Cloud's ``/guardrails/validate``);
+- ``regex``: the local evaluator's expressions, in RE2 (linear time), and why one is refused;
 - ``gate``: runs the evaluators before the turn (``blocking``) or beside it (``parallel``);
 - ``records``: stores every evaluation, and marks a denied user message;
 - ``errors``: the denial as a canonical ``RunError`` and its wire texts.

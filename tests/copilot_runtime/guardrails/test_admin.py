@@ -93,6 +93,79 @@ def test_an_invalid_pattern_is_refused_and_a_valid_rule_is_saved(admin_client: A
     assert (rule.name, rule.match, rule.priority, rule.enabled) == ("SSNs", "pattern", 5, True)
 
 
+PATTERN_RULE = {
+    "name": "A pattern",
+    "kind": "deny",
+    "match": "pattern",
+    "agent_name": "",
+    "enabled": "on",
+    "priority": "0",
+}
+
+
+def add_rule_form(admin_client: Any, **fields: str) -> Any:
+    return admin_client.post(
+        reverse("admin:copilot_runtime_guardrailrule_add"), {**PATTERN_RULE, **fields}
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "feature"),
+    [
+        (r"password(?=\d)", "a look-ahead"),
+        (r"password(?!\d)", "a look-ahead"),
+        (r"(?<!un)safe", "a look-behind"),
+        (r"(?<=\$)\d+", "a look-behind"),
+        (r"(\w+) \1", "a backreference"),
+        (r"(?P<word>\w+) (?P=word)", "a backreference"),
+        (r"\d++", "a possessive quantifier"),
+        (r"(?>ab|a)c", "an atomic group"),
+    ],
+)
+def test_a_pattern_rules_cannot_run_is_refused_with_the_reason(
+    admin_client: Any, text: str, feature: str
+) -> None:
+    page = add_rule_form(admin_client, text=text)
+
+    assert page.status_code == 200
+    assert page.context["adminform"].form.errors["text"] == [
+        f"This pattern uses {feature}, which rules cannot use: rules run in linear time "
+        "(RE2 syntax)."
+    ]
+    assert not GuardrailRule.objects.exists()
+
+
+def test_a_pattern_longer_than_the_limit_is_refused(admin_client: Any) -> None:
+    page = add_rule_form(admin_client, text="a" * 501)
+
+    assert page.context["adminform"].form.errors["text"] == [
+        "This pattern is 501 characters long; a rule's pattern may have at most 500."
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        r"\b\d{3}-\d{2}-\d{4}\b",
+        r"ignore (all )?previous instructions",
+        r"(?P<area>\d{3})-\d{4}",
+        r"^(a+)+$",  # catastrophic for a backtracking engine, linear in RE2
+        "a" * 500,
+    ],
+)
+def test_an_ordinary_pattern_is_saved_as_written(admin_client: Any, text: str) -> None:
+    page = add_rule_form(admin_client, text=text)
+
+    assert page.status_code == 302
+    assert GuardrailRule.objects.get().text == text
+
+
+def test_a_topic_is_not_read_as_a_pattern(admin_client: Any) -> None:
+    page = add_rule_form(admin_client, match="topic", text="(?=x), c++")
+
+    assert page.status_code == 302
+
+
 def test_the_evaluation_list_is_read_only_and_filters_by_rule(admin_client: Any) -> None:
     rule = make_rule()
     evaluate(rule, "denied", "politics")
