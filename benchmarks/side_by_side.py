@@ -688,7 +688,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--paced-seconds", type=float, default=5.0)
     parser.add_argument("--server", choices=["uvicorn", "daphne"], default=None)
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
-    parser.add_argument("--quick", action="store_true", help="short windows, one round (~3 min)")
+    parser.add_argument("--quick", action="store_true", help="short windows, one round (~5 min)")
     args = parser.parse_args(argv)
     if args.quick:
         args.duration, args.warmup, args.rounds = 5.0, 1.0, 1

@@ -160,7 +160,8 @@ DEFAULTS: dict[str, Any] = {
     # is configured (or the request asks for cloud guardrails and sends its key), else the model
     # unless it is the offline demo model, else local.
     "GUARDRAILS_EVALUATOR": "auto",
-    # How long the model classifier or Copilot Cloud may take before it counts as failed.
+    # How long the model classifier, Copilot Cloud, or a pattern match too large for the event
+    # loop (run on the guardrails' threads) may take before it counts as failed.
     "GUARDRAILS_TIMEOUT_SECONDS": 10.0,
     # The classifier's model; blank: the configured model (OPENAI_MODEL).
     "GUARDRAILS_MODEL": "",
