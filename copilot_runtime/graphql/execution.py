@@ -43,6 +43,7 @@ from graphql.execution import (
 from strawberry.execution.is_awaitable import optimized_is_awaitable
 
 from copilot_runtime.errors import ErrorCode, error_extensions
+from copilot_runtime.fastlane.strawberry import graphql_core_schema
 from copilot_runtime.graphql.context import RuntimeContext
 from copilot_runtime.graphql.error_format import (
     UNEXPECTED_ERROR_MESSAGE,
@@ -71,9 +72,6 @@ PARSE_CACHE_SIZE = 256
 
 INCREMENTAL_DIRECTIVES = frozenset({"defer", "stream"})
 
-# graphql-core's schema behind strawberry's (strawberry has no public accessor for it).
-_GRAPHQL_SCHEMA = schema._schema
-
 
 @dataclass(frozen=True)
 class _ParsedDocument:
@@ -90,7 +88,10 @@ def _parse_and_validate(query: str) -> _ParsedDocument:
         document = parse(query, max_tokens=MAX_QUERY_TOKENS, allow_empty_selection_sets=False)
     except GraphQLError as error:
         return _ParsedDocument(document=None, errors=(error,), incremental_operations={})
-    errors = validate(_GRAPHQL_SCHEMA, document, RUNTIME_RULES, allow_empty_selection_sets=False)
+    # Kept whichever lane validated it: both schemas hold the very same types and directives.
+    errors = validate(
+        graphql_core_schema(schema), document, RUNTIME_RULES, allow_empty_selection_sets=False
+    )
     if errors:
         return _ParsedDocument(document=None, errors=tuple(errors), incremental_operations={})
     fragments = {
@@ -163,7 +164,8 @@ class PreparedOperation:
             return {"errors": [request_error("Subscriptions are served over the websocket.")]}
         try:
             result: Any = experimental_execute_incrementally(
-                _GRAPHQL_SCHEMA,
+                # Looked up per operation, not at import: the lane follows the settings.
+                graphql_core_schema(schema),
                 self.document,
                 context_value=context,
                 variable_values=self.variables,

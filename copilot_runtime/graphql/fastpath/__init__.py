@@ -15,6 +15,7 @@ from graphql.execution.values import get_variable_values
 
 from copilot_runtime.engine.service import StartedTurn
 from copilot_runtime.errors import CopilotKitError
+from copilot_runtime.fastlane.strawberry import graphql_core_schema
 from copilot_runtime.graphql.context import RuntimeContext
 from copilot_runtime.graphql.error_format import format_error, format_errors
 from copilot_runtime.graphql.execution import PreparedOperation
@@ -70,7 +71,9 @@ async def serve_client_mutation(
     if plain is None:
         # Not the usual shape: graphql-core coerces it (and words the errors).
         coerced = get_variable_values(
-            schema._schema, _operation(prepared).variable_definitions, prepared.variables or {}
+            graphql_core_schema(schema),
+            _operation(prepared).variable_definitions,
+            prepared.variables or {},
         )
         if isinstance(coerced, list):
             return {"errors": format_errors(coerced)}

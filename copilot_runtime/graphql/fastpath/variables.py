@@ -34,6 +34,7 @@ from graphql import (
     get_named_type,
 )
 
+from copilot_runtime.fastlane.strawberry import graphql_core_schema
 from copilot_runtime.graphql.schema import schema
 from copilot_runtime.graphql.turn_input import parsed_history_prefix, was_parsed
 
@@ -232,7 +233,8 @@ def _remembered_history(plain_list: Plain) -> Plain:
 
 @cache
 def _data_plan() -> Plain:
-    input_type = schema._schema.type_map["GenerateCopilotResponseInput"]
+    # Cached once for either lane: both schemas hold the converter's same input type.
+    input_type = graphql_core_schema(schema).type_map["GenerateCopilotResponseInput"]
     assert isinstance(input_type, GraphQLInputObjectType)
     return _object_plan(input_type)
 
