@@ -6,7 +6,8 @@ does not import, ``E004`` an agent or adapter that cannot run, ``E005`` an unkno
 ``E006`` Celery without a broker, ``E007`` served under WSGI (``runserver`` without an ASGI
 server), ``E008`` a channels_redis list layer whose Redis reads time out before its blocking
 reads end, ``E009`` a websocket timeout or bound out of range, ``W001`` anonymous callers
-allowed with DEBUG off, ``W010`` middleware the hot endpoints' front does not run.
+allowed with DEBUG off, ``W010`` middleware the hot endpoints' front does not run, ``W011`` a
+fast lane closed by an untested library version (copilot_runtime/fastlane).
 """
 
 from __future__ import annotations
@@ -297,6 +298,24 @@ def _anonymous(configured: dict[str, Any]) -> Iterable[Warning]:
         )
 
 
+def _closed_lanes(configured: dict[str, Any]) -> Iterable[Warning]:
+    from copilot_runtime.fastlane import TESTED, closed_by_version
+
+    switch = bool(configured.get("FAST_LANE", DEFAULTS["FAST_LANE"]))
+    for distribution, version in closed_by_version(switch=switch):
+        tested = ", ".join(sorted(TESTED[distribution]))
+        yield Warning(
+            f"The fast lane for {distribution} is off: {distribution} {version} is not a "
+            f"version it was tested with ({tested}).",
+            hint=(
+                "The runtime uses that library's public API instead, which is correct and "
+                'slower (docs/production.md, "The fast lane"). Install a tested version to '
+                'turn it on, or set COPILOT_RUNTIME["FAST_LANE"] = False to silence this.'
+            ),
+            id=f"{TAG}.W011",
+        )
+
+
 @register(Tags.compatibility, TAG)
 def check_runtime_settings(app_configs: Any = None, **_: Any) -> list[Error | Warning]:
     configured, problems = _configured()
@@ -310,6 +329,7 @@ def check_runtime_settings(app_configs: Any = None, **_: Any) -> list[Error | Wa
     messages.extend(_websocket_limits(configured))
     messages.extend(_anonymous(configured))
     messages.extend(_bypassed_middleware(configured))
+    messages.extend(_closed_lanes(configured))
     if not any(isinstance(m, Error) and m.id == f"{TAG}.E002" for m in messages):
         messages.extend(_agents_and_adapters())
     return messages

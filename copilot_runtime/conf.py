@@ -28,6 +28,10 @@ DEFAULTS: dict[str, Any] = {
     "ALLOW_ANONYMOUS": None,
     # Where the runtime is mounted (copilot_runtime/mount.py; include copilot_runtime.urls there).
     "PATH": "/api/copilotkit",
+    # The fast lane (copilot_runtime/fastlane): the worker's and the channel layer's uses of
+    # kombu's, Celery's, channels_redis's, redis-py's and strawberry's private names, each
+    # taken only with a library version the suite has tested. False: the public API only.
+    "FAST_LANE": True,
     # Browser origins served cross-origin (CORS) and trusted for cookie-authenticated POSTs.
     "CORS_ALLOWED_ORIGINS": [],
     # While DEBUG is on, loopback origins on any port are allowed too (a React dev server on

@@ -8,7 +8,7 @@ connections and the turn store's pools live on the loop, and building them anew 
 Runs reach the loop two ways: a task's thread hands its coroutine over and waits for it
 (``run_on_process_loop``: the prefork pool's children, a task applied in process), or the
 consumer starts it and moves on (``start_on_process_loop``: the threads pool, see
-copilot_runtime/task_strategy.py). Started runs are waited for when the process exits, before
+copilot_runtime/fastlane/celery.py). Started runs are waited for when the process exits, before
 the loop's connections close.
 """
 

@@ -231,7 +231,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) and ";" not in CELERY_BROKER_URL:
-    # kombu's Redis transport with less work per task message (copilot_runtime/broker.py),
+    # kombu's Redis transport with less work per task message (copilot_runtime/fastlane/kombu.py),
     # named here and loaded by kombu: a process that queues nothing never imports it. Not for
     # failover lists (";") or Sentinel: kombu's own transports.
     CELERY_BROKER_TRANSPORT = "copilot_runtime.broker:Transport"

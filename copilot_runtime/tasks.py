@@ -6,7 +6,7 @@ and executes every run on it. A task carries one run (``execute_run``) or severa
 process queued together (``execute_runs``: they execute at once). With the threads pool (``-P
 threads -c N``, the standalone site's default) the consumer starts a task's runs on that loop
 itself, up to N tasks at once, interleaved while each waits on the model
-(copilot_runtime/task_strategy.py); with the prefork pool each child process executes one
+(copilot_runtime/fastlane/celery.py); with the prefork pool each child process executes one
 task's runs at a time, its task thread waiting for them.
 
 A web process of this version may queue ``execute_runs``: upgrade the workers before the web
@@ -39,8 +39,8 @@ from copilot_runtime.run_loop import run_on_process_loop
 # and 50 conversations on an 8-slot worker got 4 runs a second instead of 94
 # (celery/celery#6941). A short repeating timer bounds that poll.
 CONSUMER_TICK_SECONDS = 0.01
-# The run tasks' way from the consumer to the run loop (copilot_runtime/task_strategy.py).
-RUN_TASK_STRATEGY = "copilot_runtime.task_strategy:on_the_run_loop"
+# The run tasks' way from the consumer to the run loop (copilot_runtime/fastlane/celery.py).
+RUN_TASK_STRATEGY = "copilot_runtime.fastlane.celery:on_the_run_loop"
 
 
 def _settle_pool_process(**_: Any) -> None:

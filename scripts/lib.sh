@@ -48,18 +48,48 @@ phase_summary() {
 
 # --- virtualenv -------------------------------------------------------------------------------
 
-# The interpreter the project is pinned to (pyproject: >=3.11,<3.12). PYTHON overrides.
-find_python311() {
-    local candidate
-    for candidate in "${PYTHON:-}" python3.11 python3; do
+# Every Python the package declares (pyproject: requires-python >=3.11,<3.15).
+PYTHON_MIN_MINOR=11
+PYTHON_MAX_MINOR=14
+
+# python_minor PATH: prints the interpreter's 3.x minor version, or fails.
+python_minor() {
+    "$1" -c 'import sys; assert sys.version_info[0] == 3; print(sys.version_info[1])' 2>/dev/null
+}
+
+# find_python: $PYTHON, else python3, else the newest python3.N on PATH, within the
+# declared range.
+find_python() {
+    local candidate minor
+    for candidate in "${PYTHON:-}" python3 python3.14 python3.13 python3.12 python3.11; do
         [ -n "$candidate" ] || continue
         command -v "$candidate" >/dev/null 2>&1 || continue
-        if "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then
+        minor="$(python_minor "$candidate")" || continue
+        if [ "$minor" -ge "$PYTHON_MIN_MINOR" ] && [ "$minor" -le "$PYTHON_MAX_MINOR" ]; then
             command -v "$candidate"
             return 0
         fi
     done
     return 1
+}
+
+# find_newest_python MIN_MINOR: the newest declared Python of at least 3.MIN_MINOR on PATH or
+# under pyenv ($PYENV_ROOT/versions), for the newest lock (Django 6 needs Python 3.12).
+find_newest_python() {
+    local floor="$1" best="" best_minor=0 candidate minor
+    local candidates=(python3.14 python3.13 python3.12 python3)
+    local pyenv_root="${PYENV_ROOT:-$HOME/.pyenv}"
+    candidates+=("$pyenv_root"/versions/3.*/bin/python)
+    for candidate in "${candidates[@]}"; do
+        command -v "$candidate" >/dev/null 2>&1 || [ -x "$candidate" ] || continue
+        minor="$(python_minor "$candidate")" || continue
+        [ "$minor" -ge "$floor" ] && [ "$minor" -le "$PYTHON_MAX_MINOR" ] || continue
+        if [ "$minor" -gt "$best_minor" ]; then
+            best="$(command -v "$candidate" || echo "$candidate")"
+            best_minor="$minor"
+        fi
+    done
+    [ -n "$best" ] && echo "$best"
 }
 
 # ensure_venv runtime|test
@@ -78,13 +108,9 @@ ensure_venv() {
 
     if [ ! -x "$VENV_PYTHON" ]; then
         local python
-        python="$(find_python311)" ||
-            die "Python 3.11 not found (tried \$PYTHON, python3.11, python3). Install it or set PYTHON=/path/to/python3.11."
-        log "creating $VENV_DIR with $python"
-        if ! "$python" -m venv "$VENV_DIR"; then
-            rm -rf "$VENV_DIR"
-            die "'$python -m venv' failed. On Debian/Ubuntu install the venv module: apt-get install -y python3.11-venv"
-        fi
+        python="$(find_python)" ||
+            die "no Python 3.11 to 3.14 found (tried \$PYTHON, python3, python3.14 ... python3.11). Install one or set PYTHON=/path/to/python3."
+        create_venv "$python" "$VENV_DIR"
         rm -f "$VENV_DIR"/.installed-*
     fi
 
@@ -102,12 +128,22 @@ ensure_venv() {
     touch "$stamp"
 }
 
+# create_venv PYTHON DIR
+create_venv() {
+    log "creating $2 with $1 ($("$1" --version 2>&1))"
+    if ! "$1" -m venv "$2"; then
+        rm -rf "$2"
+        die "'$1 -m venv' failed. On Debian/Ubuntu install the venv module: apt-get install -y python3-venv"
+    fi
+    rm -f "$2"/.installed-*
+}
+
 # pip_install_locked SPEC: the project with SPEC's extras, at the versions requirements.lock
 # pins (the pyproject ranges stay for host projects). Shows each package as it is fetched, so
 # the minute a fresh machine takes is not silent.
 pip_install_locked() {
     local spec="$1"
-    log "installing '$spec' at the versions of requirements.lock (about a minute on a fresh machine)"
+    log "installing '$spec' at the versions of $(basename "$LOCK_FILE") (about a minute on a fresh machine)"
     (cd "$REPO_ROOT" && "$VENV_PYTHON" -m pip install --disable-pip-version-check \
         -c "$LOCK_FILE" -e "$spec" 2>&1 |
         while IFS= read -r line; do
@@ -118,7 +154,7 @@ pip_install_locked() {
             esac
         done
         exit "${PIPESTATUS[0]}") ||
-        die "pip install -e '$spec' failed (run it by hand to see why: $VENV_PYTHON -m pip install -c requirements.lock -e '$spec')"
+        die "pip install -e '$spec' failed (run it by hand to see why: $VENV_PYTHON -m pip install -c $LOCK_FILE -e '$spec')"
 }
 
 require_venv() {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make run`: serve the runtime on the embedded default (SQLite file db.sqlite3, in-memory
-# channel layer, inline executor), so a fresh clone needs nothing but Python 3.11.
+# channel layer, inline executor), so a fresh clone needs nothing but Python (3.11 to 3.14).
 #
 # Environment:
 #   HOST, PORT      where uvicorn listens (default 127.0.0.1:8000)

@@ -6,7 +6,11 @@
 #   3. lints (ruff check), failing fast;
 #   4. starts a throwaway PostgreSQL and Redis on free loopback ports;
 #   5. installs the Node e2e clients (tests/e2e/js/install.sh, when present);
-#   6. runs pytest with the arguments given to this script (`make test ARGS="-k foo"`).
+#   6. runs pytest with the arguments given to this script (`make test ARGS="-k foo"`);
+#   7. with no arguments, runs the host, Celery, broker and channel-layer tests again in a
+#      second venv (.venv-newest) holding requirements-newest.lock's releases on the newest
+#      Python 3.12-3.14 found (PATH, then pyenv): the newest Django, Celery, kombu,
+#      channels_redis and redis-py the ranges admit.
 # Everything it started is stopped on exit, on failure and on Ctrl-C; the exit code is pytest's
 # (exit code 5, "no tests collected", stays a failure).
 #
@@ -16,6 +20,9 @@
 # Environment:
 #   SKIP_INSTALL=1   use .venv as is (no pip install); system packages are still checked
 #   SKIP_LINT=1      skip `ruff check` (local iteration only; CI always lints)
+#   SKIP_NEWEST=1    skip step 7 (local iteration only; CI always runs it)
+#   NEWEST=1         run step 7 even with arguments, passing them to it instead of the subset
+#   NEWEST_VENV_DIR  the second venv (default .venv-newest)
 #   PG_BIN=/path     directory holding initdb/pg_ctl/psql (default: newest /usr/lib/postgresql/*/bin)
 #   SCREENSHOT_DIR=/path  where browser tests save screenshots (default: artifacts/screenshots)
 set -euo pipefail
@@ -281,6 +288,48 @@ ensure_test_peers() {
     touch "$stamp"
 }
 
+# --- the newest releases -----------------------------------------------------------------------
+
+NEWEST_VENV_DIR="${NEWEST_VENV_DIR:-$REPO_ROOT/.venv-newest}"
+NEWEST_LOCK="$REPO_ROOT/requirements-newest.lock"
+# The tests of what a host's own versions change: the worker's transport and strategy, the
+# channel layer, the host project and its entry, the Celery executor end to end.
+NEWEST_TESTS=(
+    tests/copilot_runtime/fastlane
+    tests/copilot_runtime/engine/test_layer_publish.py
+    tests/copilot_runtime/engine/test_layer_groups.py
+    tests/copilot_runtime/engine/test_claims.py
+    tests/copilot_runtime/engine/test_claim_while_streaming.py
+    tests/copilot_runtime/engine/test_task_publish.py
+    tests/copilot_runtime/engine/test_replies.py
+    tests/copilot_runtime/engine/test_stops.py
+    tests/copilot_runtime/test_settings.py
+    tests/copilot_runtime/test_checks.py
+    tests/test_layers.py
+    tests/e2e/celery
+    tests/e2e/test_agents_celery.py
+    tests/e2e/test_host_project.py
+    tests/e2e/test_host_entry.py
+    tests/faults/test_broker_faults.py
+)
+
+ensure_newest_venv() {
+    local stamp="$NEWEST_VENV_DIR/.installed-newest"
+    if [ ! -x "$NEWEST_VENV_DIR/bin/python" ]; then
+        local python
+        python="$(find_newest_python 12)" ||
+            die "no Python 3.12 to 3.14 found for requirements-newest.lock (Django 6 needs 3.12): install one (pyenv install 3.13) or set SKIP_NEWEST=1."
+        create_venv "$python" "$NEWEST_VENV_DIR"
+    fi
+    if [ -f "$stamp" ] && [ ! "$REPO_ROOT/pyproject.toml" -nt "$stamp" ] && [ ! "$NEWEST_LOCK" -nt "$stamp" ]; then
+        log "$NEWEST_VENV_DIR is up to date"
+        return 0
+    fi
+    VENV_PYTHON="$NEWEST_VENV_DIR/bin/python" LOCK_FILE="$NEWEST_LOCK" \
+        pip_install_locked ".[test,test-agents,otel,langgraph,langchain]"
+    touch "$stamp"
+}
+
 # --- main -------------------------------------------------------------------------------------
 
 WORK_DIR="$(mktemp -d /tmp/copilot-test.XXXXXX)"
@@ -337,4 +386,26 @@ phase_end
 if [ "$pytest_status" -eq 5 ]; then
     log "pytest collected no tests (exit code 5): that is a failure"
 fi
-exit "$pytest_status"
+
+newest_status=0
+if [ -z "${SKIP_NEWEST:-}" ] && { [ "$#" -eq 0 ] || [ -n "${NEWEST:-}" ]; }; then
+    phase_begin "newest venv"
+    if [ -n "${SKIP_INSTALL:-}" ] && [ -x "$NEWEST_VENV_DIR/bin/python" ]; then
+        log "SKIP_INSTALL is set: using $NEWEST_VENV_DIR as is"
+    else
+        ensure_newest_venv
+    fi
+    phase_end
+    newest_args=("$@")
+    [ "$#" -eq 0 ] && newest_args=("${NEWEST_TESTS[@]}")
+    phase_begin "pytest (newest)"
+    log "$("$NEWEST_VENV_DIR/bin/python" --version) with requirements-newest.lock: ${newest_args[*]}"
+    set +e
+    "$NEWEST_VENV_DIR/bin/python" -m pytest "${newest_args[@]}"
+    newest_status=$?
+    set -e
+    phase_end
+fi
+
+[ "$pytest_status" -ne 0 ] && exit "$pytest_status"
+exit "$newest_status"

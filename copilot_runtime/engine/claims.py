@@ -14,7 +14,8 @@ requests a second, and a worker's CPU per request a fifth lower (benchmarks/READ
 Only where that is safe: a delivery the broker made again (its run may have started
 elsewhere), a task that waited in the queue for half of ``PENDING_TIMEOUT_SECONDS`` (the
 reaper fails a run still recorded pending after that long), and a process whose channel layer
-is not Redis's pub/sub layer claim in the database, as before. The claim's key outlives every
+is not Redis's pub/sub layer (or whose lane is closed: copilot_runtime/fastlane) claim in the
+database, as before. The claim's key outlives every
 fresh delivery of the task. A task's age is read from the web process's clock: the hosts'
 clocks must agree to within seconds (NTP), as the reaper's timeouts already assume.
 """
@@ -28,8 +29,7 @@ from typing import Any
 from channels.layers import get_channel_layer
 
 from copilot_runtime.conf import runtime_setting
-from copilot_runtime.engine.layer_publish import is_redis_pubsub
-from copilot_runtime.engine.redis_at_once import command_at_once
+from copilot_runtime.fastlane.channels_redis import eval_with_groups, set_if_absent
 
 KEY_PREFIX = "copilot-runtime:claim:"
 
@@ -59,21 +59,12 @@ def _claim_ttl() -> int:
 
 async def claim_in_layer(run_id: str) -> bool | None:
     """Take ``run_id`` for this delivery: True when it is this delivery's, False when another
-    delivery took it first, None when the channel layer is not Redis's pub/sub layer (claim
-    in the database then). Raises what Redis raised."""
+    delivery took it first, None when the channel layer is not Redis's pub/sub layer with its
+    lane open (claim in the database then). Raises what Redis raised."""
     layer = get_channel_layer()
-    if layer is None or not is_redis_pubsub(layer):
+    if layer is None:
         return None
-    loop_layer = layer._get_layer()
-    shard = loop_layer._get_shard(KEY_PREFIX + run_id)
-    ttl = _claim_ttl()
-    # Not under the shard's lock, which orders the layer's publishes and subscriptions: the
-    # claim would wait behind the announcements of every other run (measured: the first
-    # tokens at 50 users then came after the runs' ends). The shard's client draws a
-    # connection of its own from its pool.
-    shard._ensure_redis()
-    taken = await shard._redis.set(KEY_PREFIX + run_id, b"1", nx=True, ex=ttl)
-    return bool(taken)
+    return await set_if_absent(layer, KEY_PREFIX + run_id, ttl=_claim_ttl())
 
 
 # The claim, and only if it was taken, the announcements: one call, one round trip.
@@ -95,19 +86,9 @@ async def claim_in_layer_announcing(
     would send) if and only if the claim is taken, in the same round trip. None, with nothing
     sent, where the claim and every group are not on one Redis of a pub/sub layer."""
     layer = get_channel_layer()
-    if layer is None or not is_redis_pubsub(layer):
+    if layer is None:
         return None
-    loop_layer = layer._get_layer()
-    key = KEY_PREFIX + run_id
-    shard = loop_layer._get_shard(key)
-    published: list[Any] = []
-    for group, message in messages:
-        channel = loop_layer._get_group_channel_name(group)
-        if loop_layer._get_shard(channel) is not shard:
-            return None
-        published += [channel, layer.serialize(message)]
-    ttl = _claim_ttl()
-    shard._ensure_redis()
-    # Written at once (engine/redis_at_once.py): the run's turn goes on parsing its reply.
-    taken = await command_at_once(shard._redis, "EVAL", _CLAIM_AND_PUBLISH, 1, key, ttl, *published)
-    return bool(taken)
+    taken = await eval_with_groups(
+        layer, _CLAIM_AND_PUBLISH, KEY_PREFIX + run_id, [_claim_ttl()], messages
+    )
+    return None if taken is NotImplemented else bool(taken)

@@ -175,8 +175,8 @@ async def broker_ping() -> None:
     ``/readyz``); raises what the broker's client raised."""
     from celery import current_app
 
-    from copilot_runtime.engine.redis_at_once import command_at_once
     from copilot_runtime.engine.task_publish import CLIENTS, fast_publish_possible
+    from copilot_runtime.fastlane.redis import command_at_once
 
     app = current_app._get_current_object()
     if fast_publish_possible(app, name=EXECUTE_RUN_TASK):

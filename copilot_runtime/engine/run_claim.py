@@ -109,7 +109,7 @@ class FoldedClaim:
         Taken in the caller's task (the run's flusher, which is never cancelled), where
         ``take`` starts a task of its own: that task would first run after the run's turn,
         which a model answering at once lets parse its whole reply first, and the script
-        goes out at once (engine/redis_at_once.py)."""
+        goes out at once (copilot_runtime/fastlane/redis.py)."""
         if not self._begun:
             self._begun = True
             self._timer.cancel()

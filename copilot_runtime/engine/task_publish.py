@@ -8,10 +8,12 @@ list. So where nothing else is expected of the publish, the run task's message i
 Celery's and kombu's own functions (the task message, the route, the body's serialisation)
 and pushed with the async Redis client: one round trip on the loop.
 
-Anything else takes Celery's own way (``fast_publish_possible``): another broker, a key
-prefix, a route that is not a plain queue, a priority, compression, another serializer or
-task protocol, sent events, or receivers of the publish signals (tracing integrations listen
-to them). The message is compared with kombu's own in tests/copilot_runtime/engine/.
+Anything else takes Celery's own way (``fast_publish_possible``): a Celery or kombu release
+the fast lane was not tested with (copilot_runtime/fastlane: the message copies theirs),
+another broker, a key prefix, a route that is not a plain queue, a priority, compression,
+another serializer or task protocol, sent events, or receivers of the publish signals (tracing
+integrations listen to them). The message is compared with kombu's own in
+tests/copilot_runtime/engine/.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from copilot_runtime.engine.redis_at_once import command_at_once
+from copilot_runtime.fastlane import lane_open
+from copilot_runtime.fastlane.redis import command_at_once
 
 if TYPE_CHECKING:  # Celery and kombu are imported on use: only the celery executor needs them
     from celery import Celery
@@ -54,6 +57,8 @@ def fast_publish_possible(app: Celery, *, name: str) -> bool:
 def _fast_publish_possible(app: Celery, *, name: str) -> bool:
     from celery import signals as celery_signals
 
+    if not (lane_open("celery") and lane_open("kombu")):
+        return False
     conf = app.conf
     url = str(conf.broker_write_url or conf.broker_url or "")
     if not url.startswith(("redis://", "rediss://")) or ";" in url:  # one broker, Redis
@@ -125,7 +130,7 @@ def task_message(
         None,
         reply_to=app.thread_oid,
         time_limit=time_limit,
-        ignore_result=False,
+        ignore_result=_send_task_ignore_result(),
         **options,
     )
     # What Celery's publish adds (the options the producer does not consume), then kombu's.
@@ -150,6 +155,14 @@ def task_message(
         "properties": properties,
     }
     return queue.name, _json(message)
+
+
+def _send_task_ignore_result() -> bool | None:
+    """The ``ignore_result`` header ``send_task`` writes when not told: False until Celery 5.7,
+    None (the task's own setting decides) from 5.7."""
+    import celery
+
+    return None if celery.VERSION[:2] >= (5, 7) else False
 
 
 def _json(value: Any) -> bytes:

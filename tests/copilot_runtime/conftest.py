@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -15,14 +15,33 @@ from kombu.serialization import registry
 
 from conversations.store import pg as pg_store
 from conversations.store import turn_store
+from copilot_runtime import fastlane
 from copilot_runtime.conf import runtime_settings as runtime_settings_cached
 from tests.support.generate_e2e import runtime_settings
 from tests.support.redis_broker import redis_test_url
 
+# A version of a library no test lane was run with (copilot_runtime/fastlane).
+UNTESTED_VERSION = "999.0.0"
+
+
+@pytest.fixture
+def untested_version(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
+    """``untested_version("kombu")``: from then on the process sees kombu 999.0.0 installed,
+    as a host with a release the fast lane was not tested with would; its lane closes."""
+    real = fastlane.installed_version
+
+    def pin(distribution: str) -> None:
+        def installed(name: str) -> str | None:
+            return UNTESTED_VERSION if name == distribution else real(name)
+
+        monkeypatch.setattr(fastlane, "installed_version", installed)
+
+    return pin
+
 
 @pytest.fixture
 def kombus_own_json_afterwards() -> Iterator[None]:
-    """A transport made in a test (copilot_runtime/broker.py) registers its JSON decoder for
+    """A transport made in a test (copilot_runtime/fastlane/kombu.py) registers its JSON decoder for
     the whole process: the suite's other tests get kombu's own back."""
     decoder = registry._decoders["application/json"]
     encoder = registry._encoders["json"]

@@ -122,7 +122,7 @@ def test_check_deploy_is_clean_in_the_documented_production_configuration() -> N
 
 
 def test_a_single_redis_broker_gets_the_workers_transport() -> None:
-    # copilot_runtime/broker.py; failover lists and Sentinel keep kombu's own transports.
+    # copilot_runtime/fastlane/kombu.py; failover lists and Sentinel keep kombu's own transports.
     probe = (
         "import copilot_runtime.settings as s; print(getattr(s, 'CELERY_BROKER_TRANSPORT', None))"
     )

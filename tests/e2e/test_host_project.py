@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -59,6 +60,7 @@ from tests.e2e.js_client import JS_CLIENT_VERSIONS, ensure_js_clients_installed,
 from tests.e2e.test_inspector_browser import drive_browser
 from tests.e2e.test_subscriptions_real_clients import COPILOT_STREAM, TRANSPORT, WsClientRun
 from tests.support.generate_e2e import generate_command, generate_data, text_input
+from tests.support.locks import suite_lock
 from tests.support.redis_server import free_port
 
 if TYPE_CHECKING:
@@ -77,9 +79,32 @@ PRICED_TIMEOUT_SECONDS = 15.0
 TASK_SUCCEEDED = re.compile(
     r"Task copilot\.execute_runs?\[[0-9a-f-]+\] succeeded in [^:]+: ('\w*'|\[[^\]\n]*\])"
 )
+HOST_TASK_SUCCEEDED = re.compile(r"Task mysite\.note\[[0-9a-f-]+\] succeeded in [^:]+: 'noted'")
 # The environment of the host's commands drops what this process's own settings read.
 DROPPED_PREFIXES = ("COPILOT_RUNTIME", "DJANGO_", "CELERY_", "OPENAI_")
 DROPPED = ("DATABASE_URL", "REDIS_URL", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")
+
+# The host's own task, beside the runtime's (appended to the recipe's celery.py): its argument
+# is a datetime, which kombu's JSON carries as a marked type, and it is acknowledged late and
+# rate-limited, as a host's ordinary task may be. The fast lane must leave all of that alone.
+HOST_TASK = """
+
+import datetime as _dt
+import json as _json
+from pathlib import Path as _Path
+
+
+@app.task(name="mysite.note", acks_late=True, rate_limit="50/s")
+def note(path, when):
+    _Path(path).write_text(_json.dumps({"when": when.isoformat(), "type": type(when).__name__}))
+    return "noted"
+"""
+SEND_HOST_TASK = """
+import datetime, sys
+from mysite.celery import note
+when = datetime.datetime(2026, 12, 7, 5, 0, tzinfo=datetime.timezone.utc)
+note.delay(sys.argv[1], when)
+"""
 
 # With DEBUG off WhiteNoise serves STATIC_ROOT only (what collectstatic filled), not the apps.
 STATIC_WITH_DEBUG_OFF = """
@@ -140,7 +165,8 @@ def build_wheel(out: Path) -> Path:
 
 
 def fresh_venv(root: Path, wheel: Path) -> Path:
-    """A new virtualenv with the wheel installed at the versions of requirements.lock; its bin."""
+    """A new virtualenv with the wheel installed at the versions of the lock this suite runs
+    on (tests/support/locks.py); its bin."""
     venv = root / "venv"
     run([sys.executable, "-m", "venv", str(venv)])
     run(
@@ -152,7 +178,7 @@ def fresh_venv(root: Path, wheel: Path) -> Path:
             "--disable-pip-version-check",
             "-q",
             "-c",
-            str(REPO_ROOT / "requirements.lock"),
+            str(suite_lock()),
             str(wheel),
         ],
         timeout=600,
@@ -311,6 +337,8 @@ def test_a_startproject_site_becomes_a_copilotkit_backend_by_the_recipe(
     project.mkdir()
     run([str(bin_dir / "django-admin"), "startproject", PACKAGE, str(project)])
     write_host(project, blocks)
+    with (project / PACKAGE / "celery.py").open("a") as celery_module:
+        celery_module.write(HOST_TASK)
 
     tryout = host_env(bin_dir)  # no DATABASE_URL, no REDIS_URL, no model key
     env = host_env(
@@ -449,6 +477,27 @@ def test_a_startproject_site_becomes_a_copilotkit_backend_by_the_recipe(
             for status in (statuses if isinstance(statuses, list) else [statuses])
         ]
         assert executed == ["succeeded"] * 3, log
+
+        # The host's own task, on the same worker: delivered, decoded and acknowledged as
+        # Celery does it without the runtime (docs/production.md, "The fast lane").
+        noted = tmp_path / "noted.json"
+        run(resolved(["python", "-c", SEND_HOST_TASK, str(noted)], env), cwd=project, env=env)
+        wait_until(
+            lambda: noted.is_file() and noted.read_text().endswith("}"),
+            process=worker,
+            log=worker_log,
+            what="the host's task",
+        )
+        assert json.loads(noted.read_text()) == {
+            "when": "2026-12-07T05:00:00+00:00",
+            "type": "datetime",
+        }
+        wait_until(
+            lambda: HOST_TASK_SUCCEEDED.search(worker_log.read_text(errors="replace")),
+            process=worker,
+            log=worker_log,
+            what="the host task's success in the worker's log",
+        )
 
         # The admin's static files, under uvicorn.
         css = httpx.get(f"{url}/static/admin/css/base.css", timeout=10)

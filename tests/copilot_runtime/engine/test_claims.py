@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+import redis
 from channels.layers import get_channel_layer
 from django.test import override_settings
 
@@ -102,3 +104,15 @@ async def test_a_claim_whose_announcement_spans_two_redis_servers_is_taken_alone
             assert await claim_in_layer(run_id) is True
         finally:
             await layer.flush()
+
+
+async def test_with_the_lane_closed_the_claim_is_left_to_the_database(
+    pubsub_layer: Any, untested_version: Callable[[str], None]
+) -> None:
+    untested_version("channels-redis")
+    run_id = str(uuid.uuid4())
+    announcement = [(f"run.{run_id}", {"type": "run.batch", "events": []})]
+    assert await claim_in_layer(run_id) is None
+    assert await claim_in_layer_announcing(run_id, announcement) is None
+    with redis.Redis.from_url(claims_redis_url()) as client:
+        assert client.exists(KEY_PREFIX + run_id) == 0  # nothing was taken in Redis

@@ -8,7 +8,7 @@ that moves what it relies on fails here rather than in production.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -16,7 +16,8 @@ import redis
 from channels.layers import get_channel_layer
 from django.test import override_settings
 
-from copilot_runtime.engine.layer_groups import GroupListener, awake_channel
+from copilot_runtime.engine.layer_groups import GroupListener
+from copilot_runtime.fastlane.channels_redis import awake_channel
 from tests.copilot_runtime.engine.test_layer_publish import _redis_url
 
 IN_MEMORY = "channels.layers.InMemoryChannelLayer"
@@ -24,15 +25,31 @@ REDIS_LISTS = "channels_redis.core.RedisChannelLayer"
 REDIS_PUBSUB = "channels_redis.pubsub.RedisPubSubChannelLayer"
 
 
-@pytest.fixture(params=[IN_MEMORY, REDIS_LISTS, REDIS_PUBSUB], ids=["in-memory", "lists", "pubsub"])
-def layer(request: pytest.FixtureRequest, redis_client: redis.Redis) -> Iterator[Any]:
+# The pub/sub layer through its public API only, as a channels_redis release the fast lane
+# was not tested with has it (copilot_runtime/fastlane).
+REDIS_PUBSUB_PUBLIC = "pubsub, lane closed"
+
+
+@pytest.fixture(
+    params=[IN_MEMORY, REDIS_LISTS, REDIS_PUBSUB, REDIS_PUBSUB_PUBLIC],
+    ids=["in-memory", "lists", "pubsub", "pubsub-public"],
+)
+def layer(
+    request: pytest.FixtureRequest,
+    redis_client: redis.Redis,
+    untested_version: Callable[[str], None],
+) -> Iterator[Any]:
     config: dict[str, Any] = {}
-    if request.param == REDIS_LISTS:
+    backend = request.param
+    if backend == REDIS_PUBSUB_PUBLIC:
+        untested_version("channels-redis")
+        backend = REDIS_PUBSUB
+    if backend == REDIS_LISTS:
         # As copilot_runtime.E008 asks: no socket timeout under the layer's blocking reads.
         config["hosts"] = [{"address": _redis_url(), "socket_timeout": None}]
-    elif request.param == REDIS_PUBSUB:
+    elif backend == REDIS_PUBSUB:
         config["hosts"] = [_redis_url()]
-    layers = {"default": {"BACKEND": request.param, "CONFIG": config}}
+    layers = {"default": {"BACKEND": backend, "CONFIG": config}}
     with override_settings(CHANNEL_LAYERS=layers):
         yield get_channel_layer()
 
@@ -196,7 +213,7 @@ async def test_on_redis_pub_sub_the_reader_stays_awake_once_every_listener_left(
                 listener = await GroupListener.join(layer, f"run.{run}")
                 await listener.leave()
                 assert all(shard._pubsub.subscribed for shard in loop_layer._shards)
-            assert redis_client.pubsub_channels() == [awake_channel(loop_layer).encode()]
+            assert redis_client.pubsub_channels() == [awake_channel(layer).encode()]
             assert loop_layer.channels == {}
             assert loop_layer.groups == {}
         finally:

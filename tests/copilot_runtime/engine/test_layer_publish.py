@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -122,3 +122,29 @@ async def test_the_in_memory_layer_sends_to_the_groups_someone_joined(
         )
         assert sent == ["run.a"]
         assert await _receive(layer, channel, 1) == [message]
+
+
+async def test_with_the_lane_closed_the_pub_sub_layer_gets_its_own_group_send(
+    pubsub_layer: Any, untested_version: Callable[[str], None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    untested_version("channels-redis")
+    layer = pubsub_layer
+    sent: list[tuple[str, dict[str, Any]]] = []
+    group_send = layer.group_send
+
+    async def recorded(group: str, message: dict[str, Any]) -> None:
+        sent.append((group, message))
+        await group_send(group, message)
+
+    monkeypatch.setattr(layer, "group_send", recorded)
+    try:
+        channel = await layer.new_channel()
+        await layer.group_add("run.a", channel)
+        messages = [
+            ("run.a", {"type": "run.batch", "events": [[n, "text_delta", {}]]}) for n in (1, 2)
+        ]
+        await group_send_many(layer, messages)
+        assert sent == messages
+        assert await _receive(layer, channel, 2) == [message for _, message in messages]
+    finally:
+        await layer.flush()

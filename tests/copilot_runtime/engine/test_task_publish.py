@@ -8,6 +8,7 @@ import asyncio
 import base64
 import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,7 +16,6 @@ import redis
 from celery import Celery, signals
 from kombu import Exchange, Queue
 
-from copilot_runtime import broker
 from copilot_runtime.engine import executor
 from copilot_runtime.engine.executor import EXECUTE_RUN_TASK, EXECUTE_RUNS_TASK, enqueue_run
 from copilot_runtime.engine.task_publish import (
@@ -25,6 +25,7 @@ from copilot_runtime.engine.task_publish import (
     task_message,
     task_publish_close,
 )
+from copilot_runtime.fastlane import kombu as broker
 from tests.support.redis_broker import redis_test_url
 
 RECEIVE_TIMEOUT = 5.0
@@ -148,6 +149,19 @@ def test_a_receiver_of_the_publish_signals_is_left_celerys_publish(redis_app: Ce
         finally:
             signal.disconnect(_on_publish)
     assert fast_publish_possible(redis_app, name=EXECUTE_RUN_TASK)
+
+
+@pytest.mark.parametrize("library", ["celery", "kombu"])
+def test_an_untested_celery_or_kombu_is_left_celerys_publish(
+    library: str, untested_version: Callable[[str], None]
+) -> None:
+    # The pushed message copies what the tested releases write (copilot_runtime/fastlane).
+    untested_version(library)
+    app = Celery("publish-test-untested", broker=redis_test_url(), set_as_current=False)
+    try:
+        assert not fast_publish_possible(app, name=EXECUTE_RUN_TASK)
+    finally:
+        app.close()
 
 
 async def test_a_failed_push_is_published_by_celery_instead(

@@ -91,7 +91,7 @@ def test_a_threads_pool_worker_told_to_stop_ends_its_run_before_it_exits(
     redis_url: str,
     fake_upstream: FakeUpstream,
 ) -> None:
-    # The consumer starts runs on the run loop itself (copilot_runtime/task_strategy.py), so
+    # The consumer starts runs on the run loop itself (copilot_runtime/fastlane/celery.py), so
     # Celery's pool has nothing to wait for: the process waits for the runs it started.
     env = celery_env(redis_url)
     worker = celery_worker_factory(env=env, pool="threads", concurrency=2)

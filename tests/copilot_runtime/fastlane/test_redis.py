@@ -1,18 +1,18 @@
-"""One Redis command written before its caller first waits (engine/redis_at_once.py), on
+"""One Redis command written before its caller first waits (copilot_runtime/fastlane/redis.py), on
 the test Redis: the reply redis-py would read, and a pool left fit for the next command."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 import redis
 import redis.asyncio as redis_asyncio
 from redis.exceptions import ResponseError
 
-from copilot_runtime.engine.redis_at_once import command_at_once
+from copilot_runtime.fastlane.redis import command_at_once
 from tests.copilot_runtime.engine.conftest import claims_redis_url
 
 # A database of its own (the claims' tests use 12).
@@ -109,4 +109,26 @@ async def test_a_command_cancelled_before_its_reply_leaves_no_stale_reply(
         await waiting
     observer.rpush("empty", b"late")  # a reply the cancelled command's connection never reads
     assert await command_at_once(client, "ECHO", b"mine") == b"mine"
+    assert _in_use(client) == 0
+
+
+async def test_with_the_lane_closed_the_command_goes_through_redis_py(
+    client: redis_asyncio.Redis,
+    observer: redis.Redis,
+    untested_version: Callable[[str], None],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    untested_version("redis")
+    executed: list[tuple[object, ...]] = []
+    execute_command = client.execute_command
+
+    async def recorded(*args: object, **options: object) -> object:
+        executed.append(args)
+        return await execute_command(*args, **options)
+
+    monkeypatch.setattr(client, "execute_command", recorded)
+    assert await command_at_once(client, "RPUSH", "queue", b"one") == 1
+    assert await command_at_once(client, "EVAL", "return ARGV[1]", 0, "echo") == b"echo"
+    assert observer.lrange("queue", 0, -1) == [b"one"]
+    assert executed == [("RPUSH", "queue", b"one"), ("EVAL", "return ARGV[1]", 0, "echo")]
     assert _in_use(client) == 0

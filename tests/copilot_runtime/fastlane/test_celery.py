@@ -24,7 +24,8 @@ from celery.worker import state as worker_state
 from kombu.message import Message
 from kombu.utils.imports import symbol_by_name
 
-from copilot_runtime import run_loop, task_strategy, tasks
+from copilot_runtime import run_loop, tasks
+from copilot_runtime.fastlane import celery as task_strategy
 from tests.support.generate_e2e import wait_for
 from tests.support.redis_broker import RECEIVE_TIMEOUT_SECONDS, next_delivered
 
@@ -311,3 +312,23 @@ def test_the_run_tasks_use_this_strategy_and_make_the_engines_work() -> None:
     finally:
         one.close()
         several.close()
+
+
+def test_with_the_lane_closed_the_threads_pool_keeps_celerys_default_strategy(
+    monkeypatch: pytest.MonkeyPatch,
+    untested_version: Callable[[str], None],
+    threads_pool: ThreadTaskPool,
+) -> None:
+    untested_version("celery")
+    calls: list[Any] = []
+
+    def default(task: Any, app: Any, consumer: Any, **options: Any) -> str:
+        calls.append(task)
+        return "celery's handler"
+
+    monkeypatch.setattr(task_strategy, "default", default)
+    task = SimpleNamespace(name=TASK_NAME, coroutine=Work().coroutine)
+    consumer = SimpleNamespace(pool=threads_pool, connection_errors=())
+
+    assert task_strategy.on_the_run_loop(task, "app", consumer) == "celery's handler"
+    assert calls == [task]

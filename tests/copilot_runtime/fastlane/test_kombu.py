@@ -1,4 +1,4 @@
-"""The worker's Redis transport (copilot_runtime/broker.py), on the suite's real Redis: it
+"""The worker's Redis transport (copilot_runtime/fastlane/kombu.py), on the suite's real Redis: it
 delivers, records, acknowledges and delivers again exactly as kombu's own transport does,
 with one client for its records and the JSON read once by orjson."""
 
@@ -8,7 +8,7 @@ import base64
 import datetime as dt
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -21,7 +21,7 @@ from kombu.transport import redis as kombu_redis
 from kombu.utils.json import dumps as kombu_dumps
 from kombu.utils.json import loads as kombu_loads
 
-from copilot_runtime import broker
+from copilot_runtime.fastlane import kombu as broker
 from tests.support.redis_broker import redis_test_url
 
 TIMEOUT = 5.0
@@ -338,3 +338,21 @@ def test_a_process_on_this_transport_decodes_task_bodies_with_it() -> None:
     body = kombu_dumps([["r1", {"thread_pk": 7, "request_json": '{"messages": []}'}], {}, {}])
     decoded = kombu_serialization_loads(body.encode(), "application/json", "utf-8")
     assert decoded == [["r1", {"thread_pk": 7, "request_json": '{"messages": []}'}], {}, {}]
+
+
+def test_with_the_lane_closed_the_transport_is_kombus_own(
+    queue_name: str, untested_version: Callable[[str], None]
+) -> None:
+    untested_version("kombu")
+    decoder = registry._decoders["application/json"]
+    pushed = _message(queue_name, {"run": "r2"})
+    _push(queue_name, pushed)
+    with _connection(queue_name) as connection:
+        assert type(connection.default_channel) is kombu_redis.Channel
+        message = _receive(connection, queue_name)
+        assert message.decode() == {"run": "r2"}
+        assert _record(queue_name, message.delivery_tag) == [pushed, "", queue_name]
+        message.ack()
+        assert _record(queue_name, message.delivery_tag) is None
+    # kombu's serializer registry is left as kombu made it.
+    assert registry._decoders["application/json"] is decoder

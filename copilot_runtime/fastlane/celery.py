@@ -1,4 +1,5 @@
-"""The run tasks' way from a worker's consumer to the run loop (Celery's ``Task.Strategy``).
+"""The Celery lane: the run tasks' way from a worker's consumer to the run loop (Celery's
+``Task.Strategy``).
 
 Celery's default strategy makes each task message a ``Request``, which the threads pool runs
 on one of its threads; the run task's thread then hands its runs to the process's run loop and
@@ -15,7 +16,12 @@ What a run task started this way does not get from Celery: task signals (``task_
 with a countdown or an expiry (the runtime sends neither) goes Celery's way. It keeps the
 worker's log lines (received, succeeded in, raised), the concurrency bound (``-c N``: up to N
 tasks execute at once), revocation (a revoked task is acknowledged and not run) and the warm
-shutdown (the process waits for the runs it started: copilot_runtime/run_loop.py).
+shutdown (the process waits for the runs it started: copilot_runtime/run_loop.py). It drops the
+task's rate limit (the runtime sets none) and the worker's reserved-task bookkeeping
+(``celery inspect reserved``, ``worker_state.reserved_requests``), and it logs with the
+tracer's own message formats (``celery.app.trace``'s ``LOG_*``). Only the runtime's run tasks
+take it; the host's own tasks keep Celery's strategy. With the lane closed (an untested Celery,
+``FAST_LANE`` off) the run tasks take Celery's default strategy too.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from celery.worker import state as worker_state
 from celery.worker.strategy import default
 from kombu.message import Message
 
+from copilot_runtime.fastlane import lane_open
 from copilot_runtime.run_loop import start_on_process_loop
 
 # Celery's own loggers for these lines, so a site's logging settings treat them alike.
@@ -45,7 +52,7 @@ def on_the_run_loop(task: Any, app: Any, consumer: Any, **options: Any) -> Handl
     """The message handler of ``task`` (a run task: its ``coroutine`` makes its work from the
     message's arguments) for ``consumer``'s worker."""
     pool = consumer.pool
-    if not isinstance(pool, ThreadTaskPool):
+    if not isinstance(pool, ThreadTaskPool) or not lane_open("celery"):
         return default(task, app, consumer, **options)
     name: str = task.name
     coroutine_for: Callable[..., Coroutine[Any, Any, Any]] = task.coroutine

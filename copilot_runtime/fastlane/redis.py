@@ -1,4 +1,4 @@
-"""One Redis command, on its way to Redis before the caller first waits.
+"""The redis-py lane: one Redis command, on its way to Redis before the caller first waits.
 
 redis-py's asyncio client (8.x) runs each command through more than the command: it takes a
 pooled connection under the pool's lock and checks it for unread data (a read under a zero
@@ -19,12 +19,18 @@ has its own way when Redis fails: the task goes by Celery's publish, the claim i
 database) and its metrics. A connection a command failed or was cancelled on is closed before
 it goes back to the pool, which is what the skipped check guards against; an error reply, read
 whole, leaves it open.
+
+It writes on the connection's own stream writer (``connection._writer``): with the lane closed
+(copilot_runtime/fastlane), the command goes through ``execute_command``, whose reply some
+commands' callbacks parse (``PING`` answers True there; the callers read none of those).
 """
 
 from __future__ import annotations
 
 import asyncio
 from typing import TYPE_CHECKING, Any
+
+from copilot_runtime.fastlane import lane_open
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -34,6 +40,8 @@ async def command_at_once(client: Redis, *args: Any) -> Any:
     """``client.execute_command(*args)``'s reply, unparsed by the command's callback (an error
     reply raises ``redis.exceptions.ResponseError`` as there): the command is written to a
     pooled connection before the first wait."""
+    if not lane_open("redis"):
+        return await client.execute_command(*args)
     # On use: a web process on the inline executor never imports redis.
     from redis.exceptions import ResponseError
 
@@ -45,8 +53,8 @@ async def command_at_once(client: Redis, *args: Any) -> Any:
         # Not ``send_command``: under a socket timeout (channels_redis's pools have one) it
         # writes from a task of its own (``asyncio.wait_for``), which runs after the caller's
         # next wait. A transport takes the bytes at once; only a full buffer is waited for.
-        # The connection's own writer (redis-py is pinned in requirements.lock; the tests of
-        # this module fail if it moves).
+        # The connection's own writer (tests/copilot_runtime/fastlane/test_redis.py fails
+        # with a tested redis-py that moved it).
         writer = connection._writer
         writer.writelines(connection.pack_command(*args))
         async with asyncio.timeout(connection.socket_timeout):
