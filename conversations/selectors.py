@@ -96,6 +96,20 @@ def run_log_read(
     return [LoggedEvent(seq=row.seq, type=row.type, payload=row.payload) for row in rows]
 
 
+# The key of a Celery run's request payload that holds what its task carried of the history
+# (copilot_runtime/engine/task_history.py), for a later task that refers to it.
+TASK_HISTORY_KEY = "task_history"
+
+
+def run_task_histories(*, thread_pk: int) -> dict[str, dict[str, Any]]:
+    """The history parts the runs of the thread ``thread_pk`` stored for their tasks, by run id
+    (runs executed in-process, or queued by earlier versions, stored none)."""
+    rows = Run.objects.filter(
+        thread_id=thread_pk, request_payload__has_key=TASK_HISTORY_KEY
+    ).values_list("id", f"request_payload__{TASK_HISTORY_KEY}")
+    return {run_id: part for run_id, part in rows if isinstance(part, dict)}
+
+
 def run_exists(*, run_id: str) -> bool:
     return Run.objects.filter(pk=run_id).exists()
 

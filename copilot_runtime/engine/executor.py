@@ -36,6 +36,7 @@ from copilot_runtime.engine.replies import (
     replying_to,
 )
 from copilot_runtime.engine.stops import announce_stop
+from copilot_runtime.engine.task_history import request_rebuilt
 from copilot_runtime.events import Event, RunError, RunFinished, event_from_payload
 from copilot_runtime.events.request import (
     TurnRequest,
@@ -63,7 +64,9 @@ def placement_of(
     prepared: PreparedTurn, request: TurnRequest, *, carried: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """What a worker needs to execute a prepared run without reading it back (JSON);
-    ``carried`` is the request's part (``request_in_task``) when it was built already.
+    ``carried`` is the request's part when it was built already (a Celery turn's: the request
+    by reference to the thread's history, engine/task_history.py), else the whole request
+    (``request_in_task``).
     ``turn_start`` adds ``reply_to``, the group its follower listens on
     (copilot_runtime/engine/replies.py)."""
     return {
@@ -77,9 +80,9 @@ def placement_of(
 
 
 def request_in_task(request: TurnRequest) -> dict[str, Any]:
-    """The request's part of a placement: its JSON text (``request_json``), or, for a request
-    holding a value orjson does not write, its payload (``request``, as earlier versions
-    carried every request)."""
+    """The whole request as a placement's part: its JSON text (``request_json``), or, for a
+    request holding a value orjson does not write, its payload (``request``). What earlier
+    versions queued; this one's turns refer to the history instead (engine/task_history.py)."""
     try:
         return {"request_json": turn_request_to_json(request)}
     except TypeError:
@@ -99,6 +102,14 @@ def request_from_task(placement: dict[str, Any]) -> TurnRequest:
         request = turn_request_from_payload(placement["request"])
     request.thread_pk = thread_pk
     return request
+
+
+async def request_of_task(*, run_id: str, placement: dict[str, Any]) -> TurnRequest:
+    """The request a task's placement carries: by reference to the thread's history (this
+    version's tasks, engine/task_history.py), or whole (tasks of earlier versions)."""
+    if "history" in placement:
+        return await request_rebuilt(run_id=run_id, placement=placement)
+    return request_from_task(placement)
 
 
 EXECUTE_RUN_TASK = "copilot.execute_run"
@@ -384,7 +395,7 @@ async def run_execute_stored(
             return await run_execute(
                 run_id=run_id,
                 thread_id=prepared.thread_id,
-                request=request_from_task(placement),
+                request=await request_of_task(run_id=run_id, placement=placement),
                 prepared=prepared,
                 claim_while_streaming=first_delivery,
                 claim_in_redis=first_delivery and claim_in_layer_allowed(placement),

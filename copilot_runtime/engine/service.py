@@ -19,6 +19,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from conversations.models import RunStatus
 from conversations.services.runs import RunOutcome, Usage, new_run_id
 from conversations.store import PreparedTurn, turn_store
+from conversations.store.known import ThreadKey
 from conversations.store.types import Progress, TurnRecord
 from copilot_runtime.engine.agent_host import agent_host
 from copilot_runtime.engine.executor import (
@@ -38,6 +39,12 @@ from copilot_runtime.engine.hooks import (
 )
 from copilot_runtime.engine.inbox import Inbox
 from copilot_runtime.engine.reaper import runs_reap_stale
+from copilot_runtime.engine.task_history import (
+    CarriedTask,
+    run_keeps,
+    task_carried,
+    task_placement,
+)
 from copilot_runtime.errors import CopilotKitError, ErrorCode
 from copilot_runtime.events import Event
 from copilot_runtime.events.request import (
@@ -131,25 +138,45 @@ def _finish_preparation(
 
 class _RunPayload:
     """What the worker executes: the request with its starting state. Built once (when the
-    store learns the thread's latest state) and carried by the task; the run keeps only its
-    interrupt answers (``run_request_record``)."""
+    store learns the thread's latest state) and carried by the task, by reference to the
+    thread's history (engine/task_history.py); the run keeps its interrupt answers
+    (``run_request_record``) and what its task carried of the history, for later tasks."""
 
-    def __init__(self, request: TurnRequest, client_state: dict[str, Any] | None) -> None:
+    def __init__(
+        self,
+        request: TurnRequest,
+        client_state: dict[str, Any] | None,
+        *,
+        thread: ThreadKey,
+        run_id: str,
+    ) -> None:
         self._request = request
         self._client_state = client_state
-        self.carried: dict[str, Any] | None = None
+        self.thread = thread
+        self._run_id = run_id
+        self.carried: CarriedTask | None = None
 
     def __call__(self, latest_state: dict[str, Any] | None) -> dict[str, Any] | None:
         _decide_state(self._request, latest_state, self._client_state)
-        self.carried = request_in_task(self._request)
-        return run_request_record({"meta_events": self._request.meta_events})
+        self.carried = task_carried(self._request, thread=self.thread, run_id=self._run_id)
+        kept = run_request_record({"meta_events": self._request.meta_events})
+        return run_keeps(kept, self.carried)
+
+    def placement_part(self, prepared: PreparedTurn) -> dict[str, Any]:
+        """The request's part of the task, once the turn is stored."""
+        if self.carried is None:  # never so: the store asks for the payload before writing
+            return request_in_task(self._request)
+        return task_placement(
+            self.carried, thread=self.thread, thread_pk=prepared.thread_pk, request=self._request
+        )
 
 
 def run_request_record(payload: dict[str, Any]) -> dict[str, Any] | None:
     """What a run keeps of its request: the interrupt answers it carried, which the inspector
-    shows. The whole request (the thread's history) travels in the run's task alone: stored on
-    every run too, it was about a fifth of PostgreSQL's CPU per request in the celery shape,
-    and grew with the thread."""
+    shows. The whole request (the thread's history) is not stored on the run: it was about a
+    fifth of PostgreSQL's CPU per request in the celery shape, and grew with the thread (a
+    Celery run also keeps what its task carried of the history, mostly the turn's new
+    messages: engine/task_history.py)."""
     answers = payload.get("meta_events")
     return {"meta_events": answers} if answers else None
 
@@ -259,7 +286,11 @@ async def _turn_stored(
     celery = executor_kind() == CELERY
     record.start_running = start_running and not celery
     record.start_before_stored = record.start_running and start_before_stored
-    run_payload = _RunPayload(request, client_state) if celery else None
+    run_payload = None
+    if celery:
+        owner = user.pk if user.is_authenticated else None
+        thread = (owner, record.thread_id)
+        run_payload = _RunPayload(request, client_state, thread=thread, run_id=record.run_id)
     record.request_payload_for = run_payload or _answers_kept(request)
     prepared = await turn_store().prepare(turn=record, reap=_reap_stale)
     _finish_preparation(request, prepared, client_state)
@@ -267,7 +298,7 @@ async def _turn_stored(
         return prepared, None
     # The task carries what the worker needs (the request, where the thread's messages
     # continue): it starts the run without reading it back.
-    return prepared, placement_of(prepared, request, carried=run_payload.carried)
+    return prepared, placement_of(prepared, request, carried=run_payload.placement_part(prepared))
 
 
 async def turn_start(

@@ -172,6 +172,18 @@ def turn_request_to_json(request: TurnRequest) -> str:
     return orjson.dumps(payload).decode()
 
 
+def message_json(message: InputMessage) -> bytes:
+    """One message's JSON form in a task (``turn_request_to_json``'s), made once per message
+    object: two messages with the same form are the same message, field by field and type by
+    type (what copilot_runtime/engine/task_history.py compares histories by)."""
+    return _message_json(message)
+
+
+def messages_from_json(text: str | bytes) -> list[InputMessage]:
+    """Messages from a JSON list of their forms (``message_json``), each made anew."""
+    return [_message_from_payload(raw) for raw in orjson.loads(text)]
+
+
 def _message_json(message: InputMessage) -> bytes:
     cached = message.json_form
     if cached is not None and cached[0] == message.id:

@@ -33,6 +33,7 @@ from copilot_runtime.engine.hooks import RequestHookContext
 from copilot_runtime.engine.relay import run_group
 from copilot_runtime.engine.replies import replies_for_loop
 from copilot_runtime.engine.service import turn_prepare, turn_start
+from copilot_runtime.engine.task_history import EXECUTED, SENT
 from copilot_runtime.errors import CopilotKitError
 from copilot_runtime.events.request import turn_request_to_payload
 from copilot_runtime.graphql.turn_input import parse_generate_input
@@ -40,6 +41,17 @@ from tests.support.generate_e2e import generate_data, runtime_settings, text_inp
 from tests.support.redis_broker import redis_test_url
 
 RECEIVE_TIMEOUT = 5.0
+
+
+@pytest.fixture(autouse=True)
+def _fresh_task_histories() -> Iterator[None]:
+    """Each test's threads are new to the process's memories of the histories its tasks
+    carried (engine/task_history.py), whatever an earlier test queued under the same ids."""
+    SENT.clear()
+    EXECUTED.clear()
+    yield
+    SENT.clear()
+    EXECUTED.clear()
 
 
 @pytest.fixture
@@ -105,13 +117,19 @@ async def test_the_task_carries_the_request_and_the_run_keeps_only_its_answers(
 ) -> None:
     run_id, placement = await _queued(celery_executor, "kept-answers", answers)
 
-    # As JSON text: kombu's decoding reads the history as one string, not object by object.
+    # As JSON text: kombu's decoding reads the request as one string, not object by object.
     assert "request" not in placement
-    request = orjson.loads(placement["request_json"])
+    request = orjson.loads(placement["request_part"])
     assert [m["content"] for m in request["messages"]] == ["FAKE: {}"]
     assert request["meta_events"] == answers
+    # A thread's first turn refers to no earlier request: everything travels.
+    assert placement["history"] == {"base": None, "count": 1, "spans": []}
     run = await Run.objects.aget(pk=run_id)
-    assert run.request_payload == (None if kept is None else {"meta_events": kept})
+    payload = dict(run.request_payload)
+    # What the task carried of the history, for later tasks that refer to this run's.
+    history = payload.pop("task_history")
+    assert [m["content"] for m in orjson.loads(history["messages"])] == ["FAKE: {}"]
+    assert payload == ({} if kept is None else {"meta_events": kept})
 
 
 @pytest.mark.django_db(transaction=True)
@@ -120,7 +138,7 @@ async def test_a_task_of_an_earlier_version_executes_the_request_its_run_stored(
 ) -> None:
     run_id, placement = await _queued(celery_executor, "stored-request", [])
     # Earlier versions stored the whole request on the run, and queued tasks naming the run only.
-    stored = orjson.loads(placement["request_json"])
+    stored = orjson.loads(placement["request_part"])
     await Run.objects.filter(pk=run_id).aupdate(request_payload=stored)
 
     assert await run_execute_stored(run_id=run_id) == RunStatus.SUCCEEDED
@@ -133,7 +151,8 @@ async def test_a_task_carrying_the_requests_payload_executes_it(
 ) -> None:
     run_id, placement = await _queued(celery_executor, "payload-request", [])
     # The form earlier versions carried (and this one, for a request orjson cannot write).
-    placement["request"] = orjson.loads(placement.pop("request_json"))
+    del placement["history"]
+    placement["request"] = orjson.loads(placement.pop("request_part"))
 
     assert await run_execute_stored(run_id=run_id, placement=placement) == RunStatus.SUCCEEDED
     assert fake_upstream.stats()["requests"] == 1
