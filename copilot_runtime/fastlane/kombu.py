@@ -2,24 +2,15 @@
 receives.
 
 A Celery worker's consumer thread handles every run's task message on its way to the run: it
-decodes the message, records it as unacknowledged (kombu's emulation of acknowledgements on
-Redis: the whole message written to a hash, so that a lost worker's runs are delivered
-again), and later removes that record. On this transport, as kombu 5.6 ships it:
-
-- each record and each removal builds a new redis-py client (about 100 µs in redis-py 8,
-  which fills a table of its reply callbacks for every client: redis/redis-py#3624);
-- the message is decoded, then written again for its record, with the standard library's
-  JSON: about 0.2 ms each for a message carrying a 40-message history.
-
-Here one client serves a channel's records and removals (a redis-py client is safe to share
-across threads: each command takes a connection from the pool), and a message of plain JSON
-is read with orjson and recorded as the very bytes it was read from. A task's body, which
-Celery decodes twice, is read with orjson too, through kombu's serializer registry (a process
-using this transport decodes every ``json`` body with ``json_loads``). A message holding
-kombu's own marked types (``__type__``: dates, UUIDs, decimals a task put in its headers), NaN
-or an integer past 64 bits is read and written by kombu's JSON as before. The record is the
-same JSON value either way: kombu reads it back to deliver the message again
-(tests/copilot_runtime/test_broker.py, on a real Redis).
+records the message as unacknowledged (kombu's emulation of acknowledgements on Redis: the
+whole message written to a hash, so that a lost worker's runs are delivered again), and later
+removes that record. On this transport, as kombu ships it, each record and each removal builds
+a new redis-py client (about 100 µs in redis-py 8, which fills a table of its reply callbacks
+for every client: redis/redis-py#3624). Here one client serves a channel's records and
+removals (a redis-py client is safe to share across threads: each command takes a connection
+from the pool). Messages are decoded and recorded by kombu's own JSON: a run's task carries a
+reference to its thread's history, not the history (copilot_runtime/engine/task_history.py),
+and is a kilobyte or two.
 
 A consumed message's record is sent before its handler runs, as kombu writes it, but its
 reply is read after the handler has returned. The record is a round trip to Redis on the
@@ -34,10 +25,9 @@ once the reply is in.
 The standalone site sets it as Celery's ``broker_transport`` for a single ``redis://`` or
 ``rediss://`` broker (copilot_runtime/settings.py), by its public name
 ``copilot_runtime.broker:Transport``; a host project may set the same. It reaches into the
-transport's own methods (``_brpop_read``, the QoS's ``_delivered``, ``_dirty`` and
-``_remove_from_indices``, the channel's ``_create_client``, ``_queue_cycle`` and ``_in_poll``,
-the connection's ``_callbacks`` and ``_deliver``): with the lane closed, the transport's
-channels are kombu's own and the serializer registry is left alone.
+transport's own names (the QoS's ``_delivered``, ``_dirty`` and ``_remove_from_indices``, the
+channel's ``_create_client``, the connection's ``_callbacks``): with the lane closed, the
+transport's channels are kombu's own.
 
 Every message the worker consumes through this transport takes this way, the host's own tasks
 too: the record is written as kombu writes it, and its reply is read after the handler instead
@@ -50,97 +40,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import orjson
-from kombu.serialization import registry
 from kombu.transport import redis as kombu_redis
 from kombu.utils.json import dumps as kombu_dumps
-from kombu.utils.json import loads as kombu_loads
 from redis.exceptions import ResponseError
 
 from copilot_runtime.fastlane import lane_open
 
-# kombu's JSON marks the values plain JSON cannot hold as {"__type__": ..., "__value__": ...}.
-_MARKED = b'"__type__"'
-_MARKED_TEXT = _MARKED.decode()
-_NOT_PLAIN = object()
 
-
-class PlainMessage(dict[str, Any]):
-    """A message read with orjson: JSON's own types only, so orjson writes it back alike.
-    ``text``: the JSON it was read from, if any."""
-
-    __slots__ = ("text",)
-
-    def __init__(self, value: dict[str, Any], text: bytes = b"") -> None:
-        super().__init__(value)
-        self.text = text
-
-
-def _plain(data: bytes | str) -> Any:
-    """What orjson reads from ``data`` where kombu's JSON reads the same, else ``_NOT_PLAIN``."""
-    if (_MARKED_TEXT if isinstance(data, str) else _MARKED) in data:
-        return _NOT_PLAIN
-    try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return _NOT_PLAIN  # what only the standard library reads (NaN, lone surrogates)
-    return value if _exact(value) else _NOT_PLAIN
-
-
-# orjson reads an integer beyond 64 bits as a float; the standard library keeps it exact.
-_INEXACT = float(2**63)
-
-
-def _exact(value: Any) -> bool:
-    """Whether orjson read ``value`` as the standard library would: no float that may have
-    been a longer integer (a task message holds few numbers; its history is one string)."""
-    if type(value) is float:
-        return abs(value) < _INEXACT
-    if type(value) is dict:
-        return all(_exact(item) for item in value.values())
-    if type(value) is list:
-        return all(_exact(item) for item in value)
-    return True
-
-
-def message_from_bytes(data: bytes) -> dict[str, Any]:
-    """A message taken from a queue, as kombu's JSON reads it."""
-    value = _plain(data)
-    if type(value) is dict:
-        return PlainMessage(value, data)
-    return kombu_loads(data.decode())
-
-
-def json_loads(data: bytes | bytearray | memoryview | str) -> Any:
-    """kombu's JSON decoder, reading with orjson what it reads alike (``_plain``)."""
-    if not isinstance(data, bytes | str):
-        data = bytes(data)
-    value = _plain(data)
-    return kombu_loads(data) if value is _NOT_PLAIN else value
-
-
-def use_json_loads() -> None:
-    """Decode this process's JSON message bodies with ``json_loads`` (kombu's serializer
-    registry, where kombu registers its own ``json``): a worker decodes each task's body
-    twice, in Celery's consumer and again in the pool's tracer, about 110 µs each with the
-    standard library for a 40-message history against 23 with orjson."""
-    registry.register(
-        "json", kombu_dumps, json_loads, content_type="application/json", content_encoding="utf-8"
-    )
-
-
-def record_json(raw: dict[str, Any], exchange: str, routing_key: str) -> bytes | str:
-    """The unacknowledged record of a message: the JSON kombu's QoS writes, read back alike.
-
-    A message read from its text (``message_from_bytes``) is recorded with that text: kombu
-    records a message as it was delivered, before anything reads it (its channel's consume
-    callback, then ``QoS.append``), and the text is the message. Writing the message again
-    cost the consumer thread about a tenth of its time (py-spy, a 40-message history)."""
-    if type(raw) is PlainMessage:
-        if raw.text:
-            route = orjson.dumps([exchange, routing_key])  # '["","q"]': its items follow
-            return b"".join((b"[", raw.text, b",", route[1:]))
-        return orjson.dumps([raw, exchange, routing_key])
+def record_json(raw: dict[str, Any], exchange: str, routing_key: str) -> str:
+    """The unacknowledged record of a message, as kombu's QoS writes it."""
     return kombu_dumps([raw, exchange, routing_key])
 
 
@@ -250,27 +158,6 @@ class Channel(kombu_redis.Channel):
 
         return deliver
 
-    def _brpop_read(self, **options: Any) -> bool:
-        # kombu's own, but for the message's decoding (``message_from_bytes``).
-        try:
-            try:
-                dest__item = self.client.parse_response(self.client.connection, "BRPOP", **options)
-            except self.connection_errors:
-                # As kombu does: the next iteration connects again.
-                self.client.connection.disconnect()
-                raise
-            if dest__item:
-                dest, item = dest__item
-                dest = kombu_redis.bytes_to_str(dest).rsplit(self.sep, 1)[0]
-                self._queue_cycle.rotate(dest)
-                if isinstance(item, str):
-                    item = item.encode()
-                self.connection._deliver(message_from_bytes(item), dest)
-                return True
-            raise kombu_redis.Empty()
-        finally:
-            self._in_poll = None
-
 
 def _consume_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bool, Any]:
     """``basic_consume``'s no_ack and callback, given by position or by name."""
@@ -284,8 +171,6 @@ class Transport(kombu_redis.Transport):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if lane_open("kombu"):
-            use_json_loads()
-        else:
+        if not lane_open("kombu"):
             # kombu's own channels (its virtual transport makes each with ``self.Channel``).
             self.Channel = kombu_redis.Channel

@@ -11,7 +11,6 @@ import redis
 from celery import Celery
 from celery._state import get_current_app
 from django.test import override_settings
-from kombu.serialization import registry
 
 from conversations.store import pg as pg_store
 from conversations.store import turn_store
@@ -37,17 +36,6 @@ def untested_version(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
         monkeypatch.setattr(fastlane, "installed_version", installed)
 
     return pin
-
-
-@pytest.fixture
-def kombus_own_json_afterwards() -> Iterator[None]:
-    """A transport made in a test (copilot_runtime/fastlane/kombu.py) registers its JSON decoder for
-    the whole process: the suite's other tests get kombu's own back."""
-    decoder = registry._decoders["application/json"]
-    encoder = registry._encoders["json"]
-    yield
-    registry._decoders["application/json"] = decoder
-    registry._encoders["json"] = encoder
 
 
 @pytest.fixture

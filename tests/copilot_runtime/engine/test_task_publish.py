@@ -67,7 +67,6 @@ def test_the_message_is_the_one_celerys_own_publish_pushes(redis_app: Celery) ->
         pytest.param("copilot_runtime.broker:Transport", id="the project's transport"),
     ],
 )
-@pytest.mark.usefixtures("kombus_own_json_afterwards")
 async def test_a_pushed_run_is_read_as_celery_reads_its_tasks(
     redis_app: Celery, transport: str | None
 ) -> None:
