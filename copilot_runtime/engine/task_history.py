@@ -12,8 +12,8 @@ base is taken from there; every other message (a new one, an edited or regenerat
 v1 client's instructions, which come under a fresh id with every request, a whole history this
 process has not queued a run of) travels in the task, as before.
 
-Why an earlier request and not the thread's stored rows, which the brief suggested: a stored
-row cannot be turned back into the message the client sent.
+Why an earlier request and not the thread's stored rows: a stored row cannot be turned back
+into the message the client sent.
 
 - Text messages of the system and developer roles are not stored at all.
 - A message sent without ``createdAt`` (every AG-UI message) is stored with the time it was
