@@ -57,11 +57,18 @@ python_minor() {
     "$1" -c 'import sys; assert sys.version_info[0] == 3; print(sys.version_info[1])' 2>/dev/null
 }
 
-# find_python: $PYTHON, else python3, else the newest python3.N on PATH, within the
-# declared range.
+# find_python: $PYTHON (refused outside the declared range), else python3, else the newest
+# python3.N on PATH, within the declared range.
 find_python() {
     local candidate minor
-    for candidate in "${PYTHON:-}" python3 python3.14 python3.13 python3.12 python3.11; do
+    if [ -n "${PYTHON:-}" ]; then
+        minor="$(python_minor "$PYTHON")" || die "PYTHON=$PYTHON does not run"
+        [ "$minor" -ge "$PYTHON_MIN_MINOR" ] && [ "$minor" -le "$PYTHON_MAX_MINOR" ] ||
+            die "PYTHON=$PYTHON is Python 3.$minor; the package needs 3.$PYTHON_MIN_MINOR to 3.$PYTHON_MAX_MINOR"
+        command -v "$PYTHON"
+        return 0
+    fi
+    for candidate in python3 python3.14 python3.13 python3.12 python3.11; do
         [ -n "$candidate" ] || continue
         command -v "$candidate" >/dev/null 2>&1 || continue
         minor="$(python_minor "$candidate")" || continue
