@@ -77,6 +77,7 @@ class Channel:
 
     def __init__(self) -> None:
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self.read_by_reader = False
         self.closed_by_reader = False
 
     def push(self, item: Any) -> None:
@@ -89,6 +90,7 @@ class Channel:
         self._queue.put_nowait(error)
 
     async def __aiter__(self) -> AsyncIterator[Any]:
+        self.read_by_reader = True
         try:
             while True:
                 item = await self._queue.get()
@@ -579,12 +581,23 @@ async def test_unexpected_error_before_streaming_is_masked(
     assert "internal detail" not in json.dumps(result)
 
 
+async def _closed_by_reader(*channels: Channel) -> None:
+    for _ in range(50):
+        if all(channel.closed_by_reader for channel in channels):
+            return
+        await asyncio.sleep(0.01)
+
+
 async def test_closing_the_stream_stops_the_producer(
     context: RuntimeContext, serve: Callable[[CopilotResponse], list[Any]]
 ) -> None:
-    """A client that goes away: closing the payload iterator cancels the engine's streams."""
+    """A client that goes away mid-message: closing the payload iterator cancels the engine's
+    streams, the message list and the content being read."""
+    loop = asyncio.get_running_loop()
     messages, content = Channel(), Channel()
-    serve(response(messages_source=messages))
+    # A run in progress: neither the response nor the message has its status yet, so the
+    # payloads are the message, then its first chunk (a settled status would be one more).
+    serve(response(status_source=loop.create_future(), messages_source=messages))
     stream = await execute_stream(context, document("generate_copilot_response"), VARIABLES)
     await next_payload(stream)
     messages.push(
@@ -593,18 +606,50 @@ async def test_closing_the_stream_stops_the_producer(
             created_at=CREATED_AT,
             role=MessageRole.assistant,
             content_source=content,
-            status_source=SuccessMessageStatus(),
+            status_source=loop.create_future(),
         )
     )
-    await next_payload(stream)
+    [announced] = (await next_payload(stream))["incremental"]
+    assert announced["path"] == [RESPONSE, "messages", 0]
     content.push("partial")
+    assert await next_payload(stream) == {
+        "incremental": [{"items": ["partial"], "path": [RESPONSE, "messages", 0, "content", 0]}],
+        "hasNext": True,
+    }
+
+    await stream.aclose()  # type: ignore[attr-defined]
+
+    await _closed_by_reader(messages, content)
+    assert messages.closed_by_reader
+    assert content.closed_by_reader
+
+
+async def test_closing_before_a_stream_is_read_leaves_no_reader(
+    context: RuntimeContext, serve: Callable[[CopilotResponse], list[Any]]
+) -> None:
+    """A client that goes away as soon as a message is announced. graphql-core starts reading
+    a stream only when its work queue first asks for items, so the content may not have been
+    read yet: whether it was depends on turns of the event loop (before Python 3.12,
+    ``next_payload``'s ``asyncio.wait_for`` ran ``anext`` in a task of its own, one more turn).
+    Either way the message list is cancelled and no reader is left waiting on the content."""
+    loop = asyncio.get_running_loop()
+    messages, content = Channel(), Channel()
+    serve(response(status_source=loop.create_future(), messages_source=messages))
+    stream = await execute_stream(context, document("generate_copilot_response"), VARIABLES)
+    await next_payload(stream)
+    messages.push(
+        TextMessageOutput(
+            id="m1",
+            created_at=CREATED_AT,
+            role=MessageRole.assistant,
+            content_source=content,
+            status_source=loop.create_future(),
+        )
+    )
     await next_payload(stream)
 
     await stream.aclose()  # type: ignore[attr-defined]
 
-    for _ in range(50):
-        if messages.closed_by_reader and content.closed_by_reader:
-            break
-        await asyncio.sleep(0.01)
+    await _closed_by_reader(messages, content)
     assert messages.closed_by_reader
-    assert content.closed_by_reader
+    assert content.closed_by_reader or not content.read_by_reader
