@@ -32,6 +32,7 @@ from copilot_runtime.engine.executor import (
 )
 from copilot_runtime.engine.reaper import runs_reap_stale
 from copilot_runtime.run_loop import run_on_process_loop
+from copilot_runtime.worker_recovery import keep_deliveries_through_reconnects
 
 # With the threads pool a run is acknowledged from another thread than the consumer's (the
 # run loop's, once the run ends), which Celery's consumer loop does not notice until its poll
@@ -63,6 +64,10 @@ def _wake_consumer() -> None:
 
 worker_process_init.connect(_settle_pool_process, weak=False)
 worker_ready.connect(_on_worker_ready, weak=False)
+# A lost broker connection leaves the runs in flight their messages, acknowledged when they end
+# on the next connection (copilot_runtime/worker_recovery.py: Celery 5.7 with kombu's Redis
+# transport stopped the worker instead).
+worker_ready.connect(keep_deliveries_through_reconnects, weak=False)
 
 
 def execute_run_coroutine(

@@ -13,7 +13,8 @@ Fixtures:
     a ``RedisServer`` of the test's own (``.url``, ``.restart()``), for tests that stop Redis.
 ``celery_env``
     ``celery_env(redis_url, **extra)``: the environment a web process and a worker share
-    (fake upstream, celery executor, broker, short heartbeats), ``extra`` added last.
+    (fake upstream, celery executor, broker, short heartbeats), ``extra`` added last;
+    ``**STOCK_TRANSPORT_ENV`` among them: kombu's own Redis transport, not the runtime's.
 ``celery_worker_factory``
     ``celery_worker_factory(env=..., name="w1", concurrency=2)`` starts ``celery -A
     copilot_runtime worker`` against the test database and waits for ``ready.``; returns a
@@ -100,6 +101,10 @@ def dedicated_redis(tmp_path: Path) -> Iterator[RedisServer]:
 
 
 CeleryEnv = Callable[..., dict[str, str]]
+
+# ``celery_env(url, **STOCK_TRANSPORT_ENV)``: the served processes take kombu's own Redis
+# transport, not the runtime's subclass that the site's settings name for a redis:// broker.
+STOCK_TRANSPORT_ENV = {"DJANGO_SETTINGS_MODULE": "tests.e2e.celery.stock_transport_settings"}
 
 
 @pytest.fixture

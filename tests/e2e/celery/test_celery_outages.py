@@ -6,6 +6,7 @@ that cannot be reached must give callers a clear, quick error in the protocol's 
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 from collections.abc import Iterator
@@ -13,8 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
+import redis
 
 from conversations.models import RunStatus
+from tests.e2e.celery.conftest import STOCK_TRANSPORT_ENV
 from tests.e2e.celery.support import fake, in_background, log_entries, run_of_thread
 from tests.e2e.js_client import JS_CLIENT_VERSIONS, run_js
 from tests.support.generate_e2e import (
@@ -107,6 +110,79 @@ def test_a_two_second_redis_outage_during_a_run_leaves_the_worker_serving(
     assert after["final"]["status"]["code"] == "Success", after["final"]
     assert worker.process.poll() is None, worker.log_text()[-3000:]
     assert "Unrecoverable error" not in worker.log_text()
+
+
+# The in-flight run task's "received" line, with its id.
+_RUN_TASK_RECEIVED = re.compile(r"Task (copilot\.execute_runs?\[[0-9a-f-]+\]) received")
+
+
+@pytest.mark.parametrize("pool", ["prefork", "threads"])
+def test_a_redis_restart_under_a_late_acked_run_on_kombus_own_transport_leaves_the_worker_serving(
+    live_server_factory: Any,
+    celery_worker_factory: Any,
+    celery_env: Any,
+    dedicated_redis: RedisServer,
+    fake_upstream: FakeUpstream,
+    pool: str,
+) -> None:
+    # kombu's own Redis transport, not the runtime's subclass; a Redis that keeps its data
+    # through the restart, so that the run's message is still recorded as unacknowledged when
+    # the worker connects again: acknowledged once, it must not come back.
+    env = celery_env(dedicated_redis.url, **STOCK_TRANSPORT_ENV)
+    worker = celery_worker_factory(env=env, pool=pool)
+    assert re.search(r"transport: +redis://", worker.log_text()), worker.log_text()[:3000]
+    server = live_server_factory(env=env)
+    thread_id = f"redis-restart-stock-transport-{pool}"
+    directive = {"tokens": 80, "delay_ms": 50}  # four seconds of streaming
+    data = generate_data(thread_id=thread_id, messages=[text_input("u1", fake(directive))])
+    broker = redis.Redis.from_url(dedicated_redis.url)
+
+    try:
+        with in_background(
+            lambda: run_js(CLIENT, generate_command(server.url, data), timeout=60)
+        ) as client:
+
+            def streaming() -> Any:
+                run = run_of_thread(thread_id)
+                entries = log_entries(run.pk) if run else []
+                return run if sum(kind == "text_delta" for _, kind, _ in entries) >= 2 else None
+
+            run = wait_for(streaming, timeout=20, what="the worker to stream text")
+            (task,) = _RUN_TASK_RECEIVED.findall(worker.log_text())
+            broker.shutdown(save=True)  # saved to disk, loaded again at start
+            dedicated_redis.stop()
+            wait_for(
+                lambda: "Connection to broker lost" in worker.log_text(),
+                timeout=10,
+                what="the worker to notice the outage",
+            )
+            dedicated_redis.start()
+            # The run goes on; its message is still the worker's, unacknowledged.
+            assert broker.hlen("unacked") == 1
+            reply = client.result(timeout=60)
+
+        # The run in flight ends whole, and what the client saw is what was stored.
+        assert finished_run(run.pk, timeout=30).status == RunStatus.SUCCEEDED
+        stored = thread_rows(thread_id)[-1].content
+        assert len(stored.split()) == 80
+        (message,) = reply["final"]["messages"]
+        assert joined_content(message) == stored
+        # The worker survived the outage and serves the next runs.
+        after = one_turn(server.url, f"redis-restart-stock-transport-after-{pool}", "Still here.")
+        assert after["final"]["status"]["code"] == "Success", after["final"]
+        assert worker.process.poll() is None, worker.log_text()[-3000:]
+        assert "Unrecoverable error" not in worker.log_text()
+        # The run's message was acknowledged on the new connection (nothing left for Redis to
+        # deliver again after the visibility timeout) and delivered once.
+        wait_for(
+            lambda: broker.hlen("unacked") == 0,
+            timeout=10,
+            what="the run's message to be acknowledged",
+        )
+        assert broker.llen("celery") == 0
+        assert worker.log_text().count(f"Task {task} received") == 1
+    finally:
+        broker.close()
 
 
 @pytest.fixture
