@@ -305,6 +305,8 @@ NEWEST_TESTS=(
     tests/copilot_runtime/engine/test_stops.py
     tests/copilot_runtime/test_settings.py
     tests/copilot_runtime/test_checks.py
+    tests/copilot_runtime/test_worker_recovery.py
+    tests/copilot_runtime/test_tasks.py
     tests/test_layers.py
     tests/e2e/celery
     tests/e2e/test_agents_celery.py
