@@ -38,14 +38,20 @@ def answer(index: int) -> str:
     return " ".join([f"threads-{index}"] + [f"w{index}.{word}" for word in range(WORDS)])
 
 
+# On: the standalone site's way. Off: every library's public API only, as with releases the
+# fast lane was not tested with (copilot_runtime/fastlane): kombu's own transport, Celery's own
+# strategy (each run task on a pool thread), the channel layer's group_send and new_channel,
+# the claim in the database, strawberry's schema assembled again.
+@pytest.mark.parametrize("fast_lane", ["true", "false"], ids=["fast-lane", "public-apis"])
 def test_one_threads_pool_process_streams_several_runs_at_once(
     live_server_factory: Any,
     celery_worker_factory: Any,
     celery_env: Any,
     redis_url: str,
     fake_upstream: FakeUpstream,
+    fast_lane: str,
 ) -> None:
-    env = celery_env(redis_url)
+    env = celery_env(redis_url, COPILOT_RUNTIME_FAST_LANE=fast_lane)
     worker = celery_worker_factory(env=env, pool="threads", concurrency=CONVERSATIONS)
     assert not worker_children(worker.process.pid)
     server = live_server_factory(env=env)
