@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from conversations.models import AgentState, Run, RunStatus
+from conversations.selectors import TASK_HISTORY_KEY
 from tests.e2e.celery.conftest import (  # noqa: F401 - fixtures used through request
     _module_redis_database,
     celery_env,
@@ -104,9 +105,15 @@ def test_a_worker_runs_the_langgraph_agent_through_its_interrupt(
     ]
     # Both ran on the worker, not in the web process.
     assert len(worker.executed_runs()) == 2
-    # What the runs keep of their requests (the task carried the rest): the answer.
-    assert [run.request_payload for run in runs] == [
-        None,
+    # What the runs keep of their requests: the answer, and what each task carried of the
+    # thread's history (copilot_runtime/engine/task_history.py: the next task refers to it).
+    payloads = [run.request_payload or {} for run in runs]
+    assert all(TASK_HISTORY_KEY in payload for payload in payloads), payloads
+    assert [
+        {key: kept for key, kept in payload.items() if key != TASK_HISTORY_KEY}
+        for payload in payloads
+    ] == [
+        {},
         {"meta_events": [{"name": "LangGraphInterruptEvent", "value": value, "response": "yes"}]},
     ]
     latest = AgentState.objects.filter(thread__thread_id=thread_id).latest("id")
