@@ -170,6 +170,10 @@ class RunStatus(models.TextChoices):
     INTERRUPTED = "interrupted", "Interrupted"
 
 
+# A run in these holds its thread: no other run starts on it, and it is not deleted.
+ACTIVE_STATUSES = (RunStatus.PENDING, RunStatus.RUNNING)
+
+
 class Run(models.Model):
     """One turn on a thread. v1 runs get a server id; v2 runs keep the client's ``runId``."""
 

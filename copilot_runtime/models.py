@@ -7,8 +7,6 @@ import secrets
 
 from django.conf import settings
 from django.db import models
-from django.db.models.signals import post_delete, post_save
-from django.dispatch import receiver
 
 TOKEN_PREFIX = "crt_"
 
@@ -173,20 +171,3 @@ class GuardrailEvaluation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.verdict}: {self.rule_text[:60]}"
-
-
-@receiver([post_save, post_delete], sender=ModelPrice)
-def _forget_cached_prices(**_: object) -> None:
-    # Runs price their model calls from a cached table; an edit applies at once in this process
-    # (other processes re-read it within 30 seconds).
-    from copilot_runtime.tracing.cost import prices_cache_clear
-
-    prices_cache_clear()
-
-
-@receiver([post_save, post_delete], sender=GuardrailRule)
-def _forget_cached_rules(**_: object) -> None:
-    # Turns read the rules from a short-lived cache; an admin edit applies to the next request.
-    from copilot_runtime.guardrails.rules import rules_cache_clear
-
-    rules_cache_clear()

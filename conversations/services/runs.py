@@ -12,11 +12,18 @@ from django.db import transaction
 from django.db.models import Case, CharField, Exists, F, Value, When
 from django.utils import timezone
 
-from conversations.models import AgentState, Run, RunEvent, RunStatus, Thread, ThreadStatus
+from conversations.models import (
+    ACTIVE_STATUSES,
+    AgentState,
+    Run,
+    RunEvent,
+    RunStatus,
+    Thread,
+    ThreadStatus,
+)
 from conversations.services.messages import OutputMessage, messages_store_output
 from copilot_runtime.errors import CopilotKitError, ErrorCode
 
-ACTIVE_STATUSES = (RunStatus.PENDING, RunStatus.RUNNING)
 # A run whose executor stopped renewing its heartbeat (killed, crashed, its machine lost), as the
 # reaper ends it (copilot_runtime/engine/reaper.py); the admin shows it as interrupted.
 WORKER_LOST_CODE = "WORKER_LOST"

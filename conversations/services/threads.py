@@ -8,7 +8,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
 from django.db.models import QuerySet
 
-from conversations.models import Run, Thread, ThreadStatus
+from conversations.models import ACTIVE_STATUSES, Run, Thread, ThreadStatus
 
 TITLE_LENGTH = 80
 
@@ -124,8 +124,6 @@ def do_thread_change(
 @transaction.atomic
 def do_thread_delete(*, user: AbstractBaseUser | AnonymousUser, thread_id: str) -> bool:
     """Delete the thread with its messages, runs and logs; refused while a run is going."""
-    from conversations.services.runs import ACTIVE_STATUSES
-
     thread = _thread_for_change(user=user, thread_id=thread_id)
     if thread is None:
         return False

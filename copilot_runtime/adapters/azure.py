@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from urllib.parse import quote, urlencode
 
-from copilot_runtime.adapters.kinds import AdapterSettingError
+from copilot_runtime.adapters.errors import AdapterSettingError
 from copilot_runtime.adapters.openai_adapter import OpenAIAdapter
 
 

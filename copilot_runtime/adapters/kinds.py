@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from copilot_runtime.adapters.base import ModelAdapter
+from copilot_runtime.adapters.errors import AdapterSettingError
 
 OPENAI = "openai"
 AZURE = "azure"
@@ -35,10 +36,6 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
     LANGCHAIN: ("factory",),
 }
 ADAPTER_KINDS = tuple(_OPTIONS)
-
-
-class AdapterSettingError(ValueError):
-    """An adapter setting that cannot work, with the reason in words."""
 
 
 def adapter_spec_check(spec: Any, *, where: str = "ADAPTER") -> dict[str, Any]:

@@ -26,7 +26,7 @@ from copilot_runtime.adapters.base import (
     UpstreamError,
     UsageChunk,
 )
-from copilot_runtime.adapters.kinds import AdapterSettingError
+from copilot_runtime.adapters.errors import AdapterSettingError
 
 # What providers call the end of a reply, in OpenAI's words (what the engine speaks).
 _FINISH_REASONS = {
