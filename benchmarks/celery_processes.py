@@ -84,11 +84,22 @@ def start_redis(*, port: int, log_dir: Path) -> Managed:
     raise ProcessFailed(f"redis-server did not answer on port {port}\n{managed.output_tail()}")
 
 
-def worker_command(*, concurrency: int, pool: str, hostname: str) -> list[str]:
+def celery_app_name(cwd: Path = REPO_ROOT) -> str:
+    """The standalone site's Celery app as ``-A`` names it in the checkout at ``cwd``: the
+    site's config moved into ``copilot_runtime/site/``, and a paired run may start a checkout
+    from before that."""
+    if (cwd / "copilot_runtime" / "site" / "celery.py").exists():
+        return "copilot_runtime.site"
+    return "copilot_runtime"
+
+
+def worker_command(
+    *, concurrency: int, pool: str, hostname: str, cwd: Path = REPO_ROOT
+) -> list[str]:
     return [
         str(CELERY),
         "-A",
-        "copilot_runtime",
+        celery_app_name(cwd),
         "worker",
         "-l",
         "warning",
@@ -127,12 +138,12 @@ def start_celery_worker(
     name: str = "celery-worker",
     cwd: Path = REPO_ROOT,
 ) -> Managed:
-    """``celery -A copilot_runtime worker`` with ``env``, the checkout at ``cwd``'s code;
+    """``celery -A copilot_runtime.site worker`` with ``env``, the checkout at ``cwd``'s code;
     waits until it is ready."""
     hostname = f"bench-{os.getpid()}-{name}@{socket.gethostname()}"
     managed = start_process(
         name,
-        worker_command(concurrency=concurrency, pool=pool, hostname=hostname),
+        worker_command(concurrency=concurrency, pool=pool, hostname=hostname, cwd=cwd),
         # The setting too: celery reads an explicit "-P prefork" as "the configured pool".
         env={**env, "CELERY_WORKER_POOL": pool},
         log_dir=log_dir,

@@ -36,7 +36,7 @@ def client_document() -> str:
 
     Importing it loads the runtime's GraphQL package, which needs Django's app registry.
     """
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "copilot_runtime.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "copilot_runtime.site.settings")
     import django
 
     django.setup()

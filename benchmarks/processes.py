@@ -25,7 +25,7 @@ DAPHNE = VENV_BIN / "daphne"
 UVICORN = VENV_BIN / "uvicorn"
 UVICORN_SERVER = "uvicorn"
 DAPHNE_SERVER = "daphne"
-ASGI_APPLICATION = "copilot_runtime.asgi:application"
+ASGI_APPLICATION = "copilot_runtime.site.asgi:application"
 FAKE_PORT_PREFIX = "FAKE_UPSTREAM_PORT="
 
 

@@ -9,7 +9,8 @@ Each configuration is measured for each protocol (``--protocols``, default both)
 is v1 (``generateCopilotResponse``, next to the TypeScript runtime 1.10.6), ``agui`` is v2 (the
 AG-UI run endpoint, next to the TypeScript runtime 1.75).
 
-Starts the fake upstream (no token delay), migrates, serves ``copilot_runtime.asgi:application``
+Starts the fake upstream (no token delay), migrates, serves
+``copilot_runtime.site.asgi:application``
 with daphne as production does (``DEBUG=false``, ``LOG_LEVEL=WARNING``, ``OPENAI_API_KEY=bench``,
 ``OPENAI_BASE_URL`` at the fake, no retries), then for each configuration runs the load
 generator (``benchmarks.loadgen``) and samples the server over the measured window: daphne's
@@ -155,7 +156,7 @@ def server_environment(*, database_url: str, fake_port: int) -> dict[str, str]:
             "COPILOT_RUNTIME_OPENAI_MAX_RETRIES": "0",
             "DEBUG": "false",
             "LOG_LEVEL": "WARNING",
-            "DJANGO_SETTINGS_MODULE": "copilot_runtime.settings",
+            "DJANGO_SETTINGS_MODULE": "copilot_runtime.site.settings",
         }
     )
     return env
@@ -756,14 +757,14 @@ def _measure_shape(
 
 def _shape_settings(shape: Shape) -> dict[str, Any]:
     settings: dict[str, Any] = {
-        "server": "daphne copilot_runtime.asgi:application (1 process)",
+        "server": "daphne copilot_runtime.site.asgi:application (1 process)",
         "server_environment": _reported_environment(shape.env),
     }
     if shape.executor == CELERY and shape.worker_options is not None:
         settings.update(
             {
                 "worker": (
-                    "celery -A copilot_runtime worker -l warning "
+                    "celery -A copilot_runtime.site worker -l warning "
                     f"-P {shape.worker_options.pool} -c {shape.worker_options.concurrency} "
                     "--without-mingle --without-gossip (1 worker)"
                 ),

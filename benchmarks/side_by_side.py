@@ -294,7 +294,7 @@ def bench_environment(database_url: str, fake_port: int) -> dict[str, str]:
             "COPILOT_RUNTIME_EXECUTOR": "inline",
             "DEBUG": "false",
             "LOG_LEVEL": "WARNING",
-            "DJANGO_SETTINGS_MODULE": "copilot_runtime.settings",
+            "DJANGO_SETTINGS_MODULE": "copilot_runtime.site.settings",
             "COPILOTKIT_TELEMETRY_DISABLED": "true",
         }
     )

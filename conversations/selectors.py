@@ -97,7 +97,7 @@ def run_log_read(
 
 
 # The key of a Celery run's request payload that holds what its task carried of the history
-# (copilot_runtime/engine/task_history.py), for a later task that refers to it.
+# (copilot_runtime/runs/task_history.py), for a later task that refers to it.
 TASK_HISTORY_KEY = "task_history"
 
 

@@ -187,8 +187,8 @@ def _served_by_wsgi() -> Iterable[Error]:
 
 def _bypassed_middleware(configured: dict[str, Any]) -> Iterable[Warning]:
     """Middleware of the project that the front neither honours nor replaces on the two hot
-    endpoints (copilot_runtime/http/host_middleware.py)."""
-    from copilot_runtime.http.host_middleware import bypassed_middleware
+    endpoints (copilot_runtime/endpoints/host_middleware.py)."""
+    from copilot_runtime.endpoints.host_middleware import bypassed_middleware
 
     if configured.get("HOT_PATHS_THROUGH_DJANGO"):
         return

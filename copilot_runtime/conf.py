@@ -124,7 +124,7 @@ DEFAULTS: dict[str, Any] = {
     # revoked token or a logged-out session is refused once it has passed.
     "AUTH_CACHE_SECONDS": 2.0,
     # Serve the two hot endpoints through Django's handler and the project's whole MIDDLEWARE
-    # instead of the runtime's front (copilot_runtime/http/host_middleware.py says what the
+    # instead of the runtime's front (copilot_runtime/endpoints/host_middleware.py says what the
     # front honours): for a project whose own middleware must see every request.
     "HOT_PATHS_THROUGH_DJANGO": False,
     # History messages a web process remembers, both protocols together (what was made of

@@ -3,12 +3,12 @@
     path("", include("copilot_runtime.health_urls")),
 
 serves ``/healthz`` (the process answers) and ``/readyz`` (it can serve now: the database,
-the channel layer and the broker it uses; copilot_runtime/http/health.py).
+the channel layer and the broker it uses; copilot_runtime/endpoints/health.py).
 """
 
 from django.urls import path
 
-from copilot_runtime.http import health
+from copilot_runtime.endpoints import health
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),

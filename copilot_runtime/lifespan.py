@@ -24,7 +24,7 @@ from django.conf import settings
 from conversations.store import turn_store_close
 from copilot_runtime.adapters import adapters_close
 from copilot_runtime.collector import settle_collector
-from copilot_runtime.engine.task_publish import task_publish_close
+from copilot_runtime.runs.publish import task_publish_close
 
 logger = logging.getLogger(__name__)
 

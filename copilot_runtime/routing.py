@@ -13,7 +13,7 @@
 
 ``runtime_application`` returns a Channels ``ProtocolTypeRouter``: HTTP through the runtime's
 front (its two hot endpoints served without Django's handler, every other request to
-``django_asgi_app``: ``copilot_runtime/http/front.py``), websockets to the runtime's GraphQL
+``django_asgi_app``: ``copilot_runtime/endpoints/front.py``), websockets to the runtime's GraphQL
 route (and, given ``websocket=``, every other websocket path to the project's own websocket
 application), and the lifespan (composed with the project's own, given ``lifespan=``). The
 standalone site serves exactly this.
@@ -28,7 +28,7 @@ from typing import Any
 
 from channels.routing import ProtocolTypeRouter
 
-from copilot_runtime.http.front import RuntimeFront
+from copilot_runtime.endpoints.front import RuntimeFront
 from copilot_runtime.lifespan import ASGIApp, lifespan, lifespan_with
 from copilot_runtime.ws.routing import WEBSOCKET_PATH, websocket_application, websocket_urlpatterns
 

@@ -1,7 +1,7 @@
 """Celery tasks: thin wrappers around the engine's services (found by the site's Celery app,
 the standalone one or a host project's, with ``autodiscover_tasks()``).
 
-A worker process keeps one event loop, on a thread of its own (copilot_runtime/run_loop.py),
+A worker process keeps one event loop, on a thread of its own (copilot_runtime/runs/worker_loop.py),
 and executes every run on it. A task carries one run (``execute_run``) or several that a web
 process queued together (``execute_runs``: they execute at once). With the threads pool (``-P
 threads -c N``, the standalone site's default) the consumer starts a task's runs on that loop
@@ -24,15 +24,15 @@ from celery.concurrency.thread import TaskPool as ThreadTaskPool
 from celery.signals import worker_process_init, worker_ready
 
 from copilot_runtime.collector import settle_collector
-from copilot_runtime.engine.executor import (
+from copilot_runtime.runs.executor import (
     EXECUTE_RUN_TASK,
     EXECUTE_RUNS_TASK,
     run_execute_stored,
     runs_execute_stored,
 )
-from copilot_runtime.engine.reaper import runs_reap_stale
-from copilot_runtime.run_loop import run_on_process_loop
-from copilot_runtime.worker_recovery import keep_deliveries_through_reconnects
+from copilot_runtime.runs.reaper import runs_reap_stale
+from copilot_runtime.runs.worker_loop import run_on_process_loop
+from copilot_runtime.runs.worker_recovery import keep_deliveries_through_reconnects
 
 # With the threads pool a run is acknowledged from another thread than the consumer's (the
 # run loop's, once the run ends), which Celery's consumer loop does not notice until its poll
@@ -65,7 +65,7 @@ def _wake_consumer() -> None:
 worker_process_init.connect(_settle_pool_process, weak=False)
 worker_ready.connect(_on_worker_ready, weak=False)
 # A lost broker connection leaves the runs in flight their messages, acknowledged when they end
-# on the next connection (copilot_runtime/worker_recovery.py: Celery 5.7 with kombu's Redis
+# on the next connection (copilot_runtime/runs/worker_recovery.py: Celery 5.7 with kombu's Redis
 # transport stopped the worker instead).
 worker_ready.connect(keep_deliveries_through_reconnects, weak=False)
 

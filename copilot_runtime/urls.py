@@ -3,12 +3,12 @@
     path("api/copilotkit", include("copilot_runtime.urls"))
 
 serves both protocols at ``/api/copilotkit`` and every sub-route (``/info``, ``/agent/...``,
-``/threads...``). The standalone site's own URLconf is ``copilot_runtime.site_urls``.
+``/threads...``). The standalone site's own URLconf is ``copilot_runtime.site.urls``.
 """
 
 from django.urls import re_path
 
-from copilot_runtime.http import endpoint
+from copilot_runtime.endpoints import runtime as endpoint
 
 app_name = "copilot_runtime"
 

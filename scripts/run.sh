@@ -5,7 +5,7 @@
 # Environment:
 #   HOST, PORT      where uvicorn listens (default 127.0.0.1:8000)
 #   SKIP_INSTALL=1  use the existing .venv as is (no venv creation, no pip install)
-#   DATABASE_URL, REDIS_URL, ...  honoured as usual (see copilot_runtime/settings.py); unset
+#   DATABASE_URL, REDIS_URL, ...  honoured as usual (see copilot_runtime/site/settings.py); unset
 #                   they give the embedded default.
 set -euo pipefail
 
@@ -34,5 +34,5 @@ if ! "$VENV_PYTHON" manage.py shell -c \
 fi
 log "serving on http://$HOST:$PORT/ (uvicorn; Ctrl-C to stop); the runtime is at http://$HOST:$PORT/api/copilotkit"
 # exec: uvicorn receives the signals sent to this script (Ctrl-C, SIGTERM from a supervisor).
-exec "$VENV_DIR/bin/uvicorn" copilot_runtime.asgi:application --host "$HOST" --port "$PORT" \
+exec "$VENV_DIR/bin/uvicorn" copilot_runtime.site.asgi:application --host "$HOST" --port "$PORT" \
     --loop uvloop --http httptools --ws websockets --no-access-log --log-level warning

@@ -296,16 +296,16 @@ NEWEST_LOCK="$REPO_ROOT/requirements-newest.lock"
 # channel layer, the host project and its entry, the Celery executor end to end.
 NEWEST_TESTS=(
     tests/copilot_runtime/fastlane
-    tests/copilot_runtime/engine/test_layer_publish.py
-    tests/copilot_runtime/engine/test_layer_groups.py
-    tests/copilot_runtime/engine/test_claims.py
-    tests/copilot_runtime/engine/test_claim_while_streaming.py
-    tests/copilot_runtime/engine/test_task_publish.py
-    tests/copilot_runtime/engine/test_replies.py
-    tests/copilot_runtime/engine/test_stops.py
-    tests/copilot_runtime/test_settings.py
+    tests/copilot_runtime/runs/test_layer_publish.py
+    tests/copilot_runtime/runs/test_layer_groups.py
+    tests/copilot_runtime/runs/test_claim_redis.py
+    tests/copilot_runtime/runs/test_claim_while_streaming.py
+    tests/copilot_runtime/runs/test_publish.py
+    tests/copilot_runtime/runs/test_replies.py
+    tests/copilot_runtime/runs/test_stops.py
+    tests/copilot_runtime/site/test_settings.py
     tests/copilot_runtime/test_checks.py
-    tests/copilot_runtime/test_worker_recovery.py
+    tests/copilot_runtime/runs/test_worker_recovery.py
     tests/copilot_runtime/test_tasks.py
     tests/test_layers.py
     tests/e2e/celery

@@ -23,4 +23,4 @@ else
 fi
 
 # shellcheck disable=SC2086  # CELERY_ARGS is deliberately word-split.
-exec "$VENV_DIR/bin/celery" -A copilot_runtime worker -l info ${CELERY_ARGS:-}
+exec "$VENV_DIR/bin/celery" -A copilot_runtime.site worker -l info ${CELERY_ARGS:-}

@@ -13,7 +13,7 @@ INTERRUPT_CLEARED_CODE = "INTERRUPT_CLEARED"
 
 def run_stop(*, run_id: str) -> bool:
     """Stop a running (or pending) run wherever it executes; False when it already ended."""
-    from copilot_runtime.engine.executor import run_cancel
+    from copilot_runtime.runs.executor import run_cancel
 
     # Under ASGI this runs on the server's event loop, where an inline run's task lives.
     return bool(async_to_sync(run_cancel)(run_id=run_id))

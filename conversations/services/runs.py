@@ -25,7 +25,7 @@ from conversations.services.messages import OutputMessage, messages_store_output
 from copilot_runtime.errors import CopilotKitError, ErrorCode
 
 # A run whose executor stopped renewing its heartbeat (killed, crashed, its machine lost), as the
-# reaper ends it (copilot_runtime/engine/reaper.py); the admin shows it as interrupted.
+# reaper ends it (copilot_runtime/runs/reaper.py); the admin shows it as interrupted.
 WORKER_LOST_CODE = "WORKER_LOST"
 # Meta events by which an agent pauses for the user (human in the loop, see agents/interrupts.py).
 INTERRUPT_META_EVENT_NAMES = ("LangGraphInterruptEvent", "CopilotKitLangGraphInterruptEvent")
@@ -110,7 +110,7 @@ def run_mark_running(*, run_id: str, model: str = "") -> bool:
 
 def run_record_start(*, run_id: str, started_at: dt.datetime, model: str) -> None:
     """What ``run_mark_running`` records, for a run its executor took without it (a worker's
-    first delivery: copilot_runtime/engine/claims.py), with the run's first write: pending ->
+    first delivery: copilot_runtime/runs/claim_redis.py), with the run's first write: pending ->
     running, its start and model. Once: nothing changes for a run whose start is recorded."""
     fields: dict[str, Any] = {"model": model} if model else {}
     Run.objects.filter(pk=run_id, started_at__isnull=True).update(
@@ -153,7 +153,7 @@ def runs_log_batches(
 ) -> None:
     """The next log entries of several runs at once, and the first tokens' times given, all or
     none (their mid-run batches, written together by the event loop that executes them:
-    copilot_runtime/engine/log_writer.py)."""
+    copilot_runtime/runs/log_writer.py)."""
     RunEvent.objects.bulk_create(
         [
             RunEvent(run_id=run_id, seq=e.seq, type=e.type, payload=e.payload)

@@ -67,7 +67,7 @@ class PreparedTurn:
 
 class RunStart(NamedTuple):
     """A run a worker took without marking it running first (its task's first delivery, see
-    copilot_runtime/engine/claims.py): recorded with the run's first write, as ``mark_running``
+    copilot_runtime/runs/claim_redis.py): recorded with the run's first write, as ``mark_running``
     would have at its start, and once only (a later one, or one after the heartbeat recorded
     the start, changes nothing)."""
 

@@ -26,8 +26,6 @@ from copilot_runtime.agui.encoder import SseEncoder, sse_frames
 from copilot_runtime.agui.messages import agui_messages
 from copilot_runtime.agui.translate import Translator, compact_events, run_started
 from copilot_runtime.client_numbers import ClientNumberError, parse_client_int
-from copilot_runtime.engine.executor import reap_if_stale_check
-from copilot_runtime.engine.relay import follow_run, log_read
 from copilot_runtime.events import (
     ActionResult,
     ActionStart,
@@ -37,6 +35,8 @@ from copilot_runtime.events import (
     event_from_payload,
     result_message_id,
 )
+from copilot_runtime.runs.executor import reap_if_stale_check
+from copilot_runtime.runs.relay import follow_run, log_read
 
 logger = logging.getLogger(__name__)
 

@@ -40,12 +40,12 @@ from copilot_runtime.agui.run_input import (
 from copilot_runtime.auth import Caller
 from copilot_runtime.conf import disconnect_policy
 from copilot_runtime.engine.chat import ChatTurn, chat_turn_events
-from copilot_runtime.engine.executor import run_cancel
-from copilot_runtime.engine.service import StartedTurn, check_agent_runnable, turn_start
 from copilot_runtime.errors import AgentNotFoundError, CopilotKitError
 from copilot_runtime.events import Event, RunError, RunFinished
 from copilot_runtime.events.request import TurnRequest
 from copilot_runtime.http.responses import LastChunk, json_response
+from copilot_runtime.runs.executor import run_cancel
+from copilot_runtime.runs.start import StartedTurn, check_agent_runnable, turn_start
 
 logger = logging.getLogger(__name__)
 

@@ -28,8 +28,8 @@ from copilot_runtime.agui.messages import agui_messages, thread_endpoint_message
 from copilot_runtime.agui.replay import thread_history
 from copilot_runtime.agui.translate import Translator, compact_events
 from copilot_runtime.client_numbers import ClientNumberError, parse_client_int
-from copilot_runtime.engine.relay import log_read
 from copilot_runtime.events import event_from_payload
+from copilot_runtime.runs.relay import log_read
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200

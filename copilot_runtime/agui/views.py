@@ -1,6 +1,6 @@
 """The v2 entry points: the REST sub-paths of ``/api/copilotkit`` and the single-route envelope.
 
-``copilot_runtime.http.endpoint`` hands over every sub-path (``serve_subpath``) and every POST
+``copilot_runtime.endpoints.runtime`` hands over every sub-path (``serve_subpath``) and every POST
 whose JSON body has ``method`` (``serve_envelope``). Views stay thin: route, method, caller,
 body, then one handler in ``runs``, ``threads`` or ``info``.
 """

@@ -175,7 +175,7 @@ def turn_request_to_json(request: TurnRequest) -> str:
 def message_json(message: InputMessage) -> bytes:
     """One message's JSON form in a task (``turn_request_to_json``'s), made once per message
     object: two messages with the same form are the same message, field by field and type by
-    type (what copilot_runtime/engine/task_history.py compares histories by)."""
+    type (what copilot_runtime/runs/task_history.py compares histories by)."""
     return _message_json(message)
 
 

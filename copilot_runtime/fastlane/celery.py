@@ -16,7 +16,8 @@ What a run task started this way does not get from Celery: task signals (``task_
 with a countdown or an expiry (the runtime sends neither) goes Celery's way. It keeps the
 worker's log lines (received, succeeded in, raised), the concurrency bound (``-c N``: up to N
 tasks execute at once), revocation (a revoked task is acknowledged and not run) and the warm
-shutdown (the process waits for the runs it started: copilot_runtime/run_loop.py). It drops the
+shutdown (the process waits for the runs it started: copilot_runtime/runs/worker_loop.py). It
+drops the
 task's rate limit (the runtime sets none) and the worker's reserved-task bookkeeping
 (``celery inspect reserved``, ``worker_state.reserved_requests``), and it logs with the
 tracer's own message formats (``celery.app.trace``'s ``LOG_*``). Only the runtime's run tasks
@@ -39,7 +40,7 @@ from celery.worker.strategy import default
 from kombu.message import Message
 
 from copilot_runtime.fastlane import lane_open
-from copilot_runtime.run_loop import start_on_process_loop
+from copilot_runtime.runs.worker_loop import start_on_process_loop
 
 # Celery's own loggers for these lines, so a site's logging settings treat them alike.
 received_logger = logging.getLogger("celery.worker.strategy")

@@ -18,7 +18,7 @@ inside, each with the layer's public API as its fallback:
   follower that ended on its last message kept both for the life of the process. Here the group
   is the one subscription, and leaving gives back both (engine/layer_groups.py).
 
-tests/copilot_runtime/engine/test_layer_publish.py, test_layer_groups.py and test_claims.py hold
+tests/copilot_runtime/runs/test_layer_publish.py, test_layer_groups.py and test_claims.py hold
 each to the real layer on a real Redis, with the lane open and closed.
 """
 

@@ -9,7 +9,7 @@ a new redis-py client (about 100 µs in redis-py 8, which fills a table of its r
 for every client: redis/redis-py#3624). Here one client serves a channel's records and
 removals (a redis-py client is safe to share across threads: each command takes a connection
 from the pool). Messages are decoded and recorded by kombu's own JSON: a run's task carries a
-reference to its thread's history, not the history (copilot_runtime/engine/task_history.py),
+reference to its thread's history, not the history (copilot_runtime/runs/task_history.py),
 and is a kilobyte or two.
 
 A consumed message's record is sent before its handler runs, as kombu writes it, but its
@@ -23,7 +23,7 @@ rejected itself (on another connection, which Redis may serve first) has its rec
 once the reply is in.
 
 The standalone site sets it as Celery's ``broker_transport`` for a single ``redis://`` or
-``rediss://`` broker (copilot_runtime/settings.py), by its public name
+``rediss://`` broker (copilot_runtime/site/settings.py), by its public name
 ``copilot_runtime.broker:Transport``; a host project may set the same. It reaches into the
 transport's own names (the QoS's ``_delivered``, ``_dirty`` and ``_remove_from_indices``, the
 channel's ``_create_client``, the connection's ``_callbacks``): with the lane closed, the

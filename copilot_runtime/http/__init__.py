@@ -1,1 +1,2 @@
-"""The HTTP surface of the runtime: one endpoint, health checks, auth, CORS."""
+"""HTTP primitives: reading a request body, the runtime's JSON responses, CORS, static files and
+the ASGI-only refusal. The endpoints built on them are ``copilot_runtime.endpoints``."""

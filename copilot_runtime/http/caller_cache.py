@@ -1,6 +1,6 @@
 """Who is calling, resolved without Django's middleware and cached for a few seconds.
 
-The hot endpoints (``copilot_runtime/http/front.py``) skip Django's session and auth
+The hot endpoints (``copilot_runtime/endpoints/front.py``) skip Django's session and auth
 middleware, so they resolve the caller here with the same rules as ``auth.resolve_caller``:
 a bearer token, else the session cookie (a POST then passes the CSRF check or comes from an
 allowed origin), else anonymous when allowed. A token's or a session's user is remembered for

@@ -12,5 +12,5 @@ Both protocols are served: ``graphql-transport-ws`` (npm ``graphql-ws``) and the
   (``auth``), with handlers (``handlers``) that format errors as the HTTP endpoint does and
   tell a client's explicit stop from a dropped connection.
 
-``routing.websocket_application()`` assembles them for ``copilot_runtime.asgi``.
+``routing.websocket_application()`` assembles them for ``copilot_runtime.site.asgi``.
 """

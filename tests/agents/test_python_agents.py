@@ -13,7 +13,6 @@ from django.test import override_settings
 
 from conversations.models import AgentState, Message, RunStatus, Thread, ThreadStatus
 from conversations.selectors import thread_pending_interrupt
-from copilot_runtime.engine.service import turn_prepare
 from copilot_runtime.errors import AgentNotFoundError, CopilotKitError, ErrorCode
 from copilot_runtime.events import (
     ActionResult,
@@ -23,6 +22,7 @@ from copilot_runtime.events import (
     TextStart,
 )
 from copilot_runtime.graphql.agent_state import agent_state_load
+from copilot_runtime.runs.start import turn_prepare
 from tests.support.agent_turns import (
     agent_request,
     run_turn,

@@ -69,7 +69,7 @@ def test_the_celery_shape_gets_redis_and_the_celery_executor() -> None:
 def test_the_worker_command_is_one_quiet_worker() -> None:
     command = worker_command(concurrency=3, pool="prefork", hostname="bench@host")
 
-    assert command[1:4] == ["-A", "copilot_runtime", "worker"]
+    assert command[1:4] == ["-A", "copilot_runtime.site", "worker"]
     assert command[command.index("-l") + 1] == "warning"
     assert command[command.index("-c") + 1] == "3"
     assert command[command.index("-P") + 1] == "prefork"
@@ -289,7 +289,7 @@ def test_one_worker_is_ready_through_the_broker_and_stopped_with_its_pool(
         **os.environ,
         "REDIS_URL": f"redis://127.0.0.1:{port}/0",
         "COPILOT_RUNTIME_EXECUTOR": "celery",
-        "DJANGO_SETTINGS_MODULE": "copilot_runtime.settings",
+        "DJANGO_SETTINGS_MODULE": "copilot_runtime.site.settings",
     }
     env.pop("CELERY_BROKER_URL", None)
 
@@ -317,7 +317,7 @@ def test_a_worker_that_cannot_start_is_reported_with_its_output(
 ) -> None:
     def no_such_app(**options: Any) -> list[str]:
         command = worker_command(**options)
-        command[command.index("copilot_runtime")] = "no_such_celery_app_module"
+        command[command.index("copilot_runtime.site")] = "no_such_celery_app_module"
         return command
 
     monkeypatch.setattr(celery_processes, "worker_command", no_such_app)

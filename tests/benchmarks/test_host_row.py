@@ -83,7 +83,7 @@ def test_the_host_is_startproject_with_the_documented_steps_and_its_middleware_k
     host = build_host(tmp_path / "site")
     # A database nothing connects to: building and checking the host needs none.
     env = host.environment(
-        {**os.environ, "DJANGO_SETTINGS_MODULE": "copilot_runtime.settings"},
+        {**os.environ, "DJANGO_SETTINGS_MODULE": "copilot_runtime.site.settings"},
         database_url="postgres://nobody:secret@127.0.0.1:9/host_probe",
     )
 

@@ -425,7 +425,7 @@ WORKER = "_worker (concurrent/futures/thread.py:1)"
 PROFILE_LINES = [
     f"{DAPHNE_LOOP};stream (copilot_runtime/adapters/openai_adapter.py:3);"
     "aiter (httpx/_models.py:4);read (asyncio/streams.py:5) 5",
-    f"{DAPHNE_LOOP};publish (copilot_runtime/engine/live.py:9);put_nowait (asyncio/queues.py:7) 3",
+    f"{DAPHNE_LOOP};publish (copilot_runtime/runs/live.py:9);put_nowait (asyncio/queues.py:7) 3",
     f"{DAPHNE_LOOP} 2",
     f"{WORKER};run_finish (conversations/services/runs.py:2);"
     "execute (django/db/backends/utils.py:3);execute (psycopg/cursor.py:4) 4",

@@ -597,7 +597,7 @@ def test_a_run_whose_process_died_shows_as_interrupted_with_what_it_stored(
 
     from django.utils import timezone
 
-    from copilot_runtime.engine.reaper import runs_reap_stale
+    from copilot_runtime.runs.reaper import runs_reap_stale
 
     thread = Thread.objects.create(thread_id="crashed-thread", agent_name="default")
     stale = timezone.now() - dt.timedelta(minutes=5)

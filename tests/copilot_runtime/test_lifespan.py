@@ -12,9 +12,9 @@ from django.test import override_settings
 
 from conversations.store.pg import POOLS, PgTurnStore
 from copilot_runtime.adapters import adapter_from_settings
-from copilot_runtime.asgi import application
 from copilot_runtime.collector import SERVER_THRESHOLDS
 from copilot_runtime.lifespan import lifespan
+from copilot_runtime.site.asgi import application
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -143,7 +143,7 @@ async def test_without_lifespan_events_the_front_does_the_startup_on_the_first_r
 ) -> None:
     """daphne sends no lifespan events: the first HTTP request settles the process, once."""
     from copilot_runtime import lifespan as runtime_lifespan_module
-    from copilot_runtime.http.front import RuntimeFront
+    from copilot_runtime.endpoints.front import RuntimeFront
 
     settled: list[int] = []
     monkeypatch.setattr(runtime_lifespan_module, "settle_collector", lambda: settled.append(1))

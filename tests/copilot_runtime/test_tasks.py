@@ -16,7 +16,7 @@ from kombu.asynchronous.timer import Timer
 
 from copilot_runtime import tasks
 from copilot_runtime.collector import SERVER_THRESHOLDS
-from copilot_runtime.engine.executor import EXECUTE_RUN_TASK
+from copilot_runtime.runs.executor import EXECUTE_RUN_TASK
 from tests.support.redis_broker import next_delivered
 
 HANDOVER_TIMEOUT = 10.0

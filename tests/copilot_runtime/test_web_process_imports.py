@@ -22,13 +22,13 @@ def _probe(code: str, **env: str) -> list[str]:
         for name, value in os.environ.items()
         if not name.startswith("COPILOT_RUNTIME_") and name not in _INFRASTRUCTURE
     }
-    clean.update({"DJANGO_SETTINGS_MODULE": "copilot_runtime.settings", **env})
+    clean.update({"DJANGO_SETTINGS_MODULE": "copilot_runtime.site.settings", **env})
     return fresh_python(code, env=clean)
 
 
 SERVE = (
     "import sys\n"
-    "import copilot_runtime.asgi\n"
+    "import copilot_runtime.site.asgi\n"
     "print(*(name in sys.modules for name in ('celery', 'kombu', 'httpx', 'redis')))\n"
 )
 
@@ -49,12 +49,12 @@ def test_a_web_process_on_the_celery_executor_queues_on_the_sites_celery_app() -
 
 
 def test_the_celery_command_finds_the_sites_app_that_the_settings_did_not_load() -> None:
-    # What ``celery -A copilot_runtime worker`` does before the worker's settings load.
+    # What ``celery -A copilot_runtime.site worker`` does before the worker's settings load.
     code = (
         "import django\n"
         "django.setup()\n"
         "from celery.app.utils import find_app\n"
-        "app = find_app('copilot_runtime')\n"
+        "app = find_app('copilot_runtime.site')\n"
         "print(app.main, app.conf.broker_url)\n"
     )
 

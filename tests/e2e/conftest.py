@@ -1,6 +1,6 @@
 """Served-process fixtures for end-to-end tests: the real ASGI server in a subprocess.
 
-``live_server_factory(env={...})`` starts ``uvicorn copilot_runtime.asgi:application --port
+``live_server_factory(env={...})`` starts ``uvicorn copilot_runtime.site.asgi:application --port
 <free port>`` (as ``make run`` serves it) against pytest-django's *test* database (the test gets
 ``transactional_db``, so rows it writes are visible to the server and vice versa), with ``env``
 added to the environment, waits until ``GET /healthz`` answers 200 (30 s, stderr in the error)
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 # The production server (uvicorn, as scripts/run.sh serves) from the interpreter's own
 # virtualenv (.venv/bin/uvicorn under `make test`).
 UVICORN = Path(sys.executable).parent / "uvicorn"
-ASGI_APPLICATION = "copilot_runtime.asgi:application"
+ASGI_APPLICATION = "copilot_runtime.site.asgi:application"
 HEALTH_TIMEOUT_SECONDS = 30.0
 
 

@@ -106,7 +106,7 @@ def test_a_worker_runs_the_langgraph_agent_through_its_interrupt(
     # Both ran on the worker, not in the web process.
     assert len(worker.executed_runs()) == 2
     # What the runs keep of their requests: the answer, and what each task carried of the
-    # thread's history (copilot_runtime/engine/task_history.py: the next task refers to it).
+    # thread's history (copilot_runtime/runs/task_history.py: the next task refers to it).
     payloads = [run.request_payload or {} for run in runs]
     assert all(TASK_HISTORY_KEY in payload for payload in payloads), payloads
     assert [

@@ -1,7 +1,7 @@
 """A ``startproject`` host on the runtime's one ASGI entry (``copilot_runtime.routing.
 runtime_application``), with middleware, websocket routes and a lifespan of its own.
 
-Each decision of copilot_runtime/http/host_middleware.py is checked here, in the host: the
+Each decision of copilot_runtime/endpoints/host_middleware.py is checked here, in the host: the
 hot endpoints skip the project's own request log (and ``manage.py check`` says so, W010) but
 get Django's security headers, its ``ALLOWED_HOSTS``, the session user with its CSRF check and
 the runtime's CORS answer; ``HOT_PATHS_THROUGH_DJANGO`` sends them through the whole stack.

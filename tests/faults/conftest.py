@@ -172,7 +172,7 @@ def runtime_web(
     def start(*, executor: str = "inline", redis_url: str = "") -> ServedProcess:
         port = free_port()
         command = [
-            str(UVICORN), "copilot_runtime.asgi:application", "--host", "127.0.0.1",
+            str(UVICORN), "copilot_runtime.site.asgi:application", "--host", "127.0.0.1",
             "--port", str(port), "--loop", "uvloop", "--http", "httptools",
             "--no-access-log", "--log-level", "warning",
         ]  # fmt: skip
@@ -205,7 +205,7 @@ def runtime_worker(
             fault_database, fake_upstream, executor="celery", redis_url=redis_url
         )
         command = [
-            str(CELERY), "-A", "copilot_runtime", "worker", "-l", "info", "-P", "threads",
+            str(CELERY), "-A", "copilot_runtime.site", "worker", "-l", "info", "-P", "threads",
             "-c", "8", "-n", f"fault-{len(started)}-{os.getpid()}@%h", "--without-mingle",
             "--without-gossip",
         ]  # fmt: skip

@@ -85,7 +85,7 @@ def test_a_full_disk_is_named_as_such_and_the_service_returns_once_space_is_free
     )
     port = free_port()
     web = served_process_factory(
-        [str(UVICORN), "copilot_runtime.asgi:application", "--host", "127.0.0.1",
+        [str(UVICORN), "copilot_runtime.site.asgi:application", "--host", "127.0.0.1",
          "--port", str(port), "--log-level", "warning"],
         port=port,
         env=env,

@@ -10,10 +10,10 @@ from typing import Any
 from django.contrib.auth.models import AnonymousUser
 
 from conversations.models import Run
-from copilot_runtime.engine.service import turn_start
 from copilot_runtime.events import Event
 from copilot_runtime.events.request import TurnRequest
 from copilot_runtime.graphql.turn_input import parse_generate_input
+from copilot_runtime.runs.start import turn_start
 
 CREATED_AT = "2025-01-01T00:00:00.000Z"
 

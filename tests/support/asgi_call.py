@@ -80,7 +80,7 @@ async def call(
             on_send(message)
 
     if app is None:
-        from copilot_runtime.asgi import application
+        from copilot_runtime.site.asgi import application
 
         app = application
     await asyncio.wait_for(app(scope, receive, send), timeout=wait_seconds)

@@ -13,7 +13,6 @@ from typing import Any
 from graphql import GraphQLError, OperationDefinitionNode, print_ast
 from graphql.execution.values import get_variable_values
 
-from copilot_runtime.engine.service import StartedTurn
 from copilot_runtime.errors import CopilotKitError
 from copilot_runtime.fastlane.strawberry import graphql_core_schema
 from copilot_runtime.graphql.context import RuntimeContext
@@ -25,6 +24,7 @@ from copilot_runtime.graphql.fastpath.variables import plain_client_variables
 from copilot_runtime.graphql.input_conversion import coerced_to_plain
 from copilot_runtime.graphql.resolvers.generate import cancel_on_disconnect, start_v1_turn
 from copilot_runtime.graphql.schema import schema
+from copilot_runtime.runs.start import StartedTurn
 
 FastHandler = Callable[..., Awaitable[dict[str, Any] | AsyncIterator[dict[str, Any]]]]
 

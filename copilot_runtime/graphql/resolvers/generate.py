@@ -16,7 +16,6 @@ import strawberry
 from strawberry import UNSET
 
 from copilot_runtime.conf import disconnect_policy
-from copilot_runtime.engine.service import StartedTurn, turn_start
 from copilot_runtime.events import (
     ActionResult,
     ActionStart,
@@ -45,6 +44,7 @@ from copilot_runtime.graphql.v1_objects import (
     text_message,
 )
 from copilot_runtime.graphql.v1_translation import V1Translation
+from copilot_runtime.runs.start import StartedTurn, turn_start
 
 _END = object()
 # Lower-cased, as RuntimeContext.headers holds them.

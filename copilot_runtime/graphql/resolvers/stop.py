@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import strawberry
 
-from copilot_runtime.engine.executor import run_cancel
 from copilot_runtime.graphql.context import RuntimeContext
 from copilot_runtime.graphql.resolvers.subscriptions import visible_run
+from copilot_runtime.runs.executor import run_cancel
 
 
 async def resolve_stop_run(info: strawberry.Info[RuntimeContext, None], run_id: str) -> bool:

@@ -43,9 +43,6 @@ from conversations.selectors import (
 )
 from conversations.store.health import db_sync_to_async
 from copilot_runtime.conf import disconnect_policy
-from copilot_runtime.engine.executor import reap_if_stale_check, run_cancel
-from copilot_runtime.engine.relay import follow_run
-from copilot_runtime.engine.service import turn_start
 from copilot_runtime.errors import CopilotKitError, ErrorCode
 from copilot_runtime.events import RunError
 from copilot_runtime.graphql.context import RuntimeContext
@@ -54,6 +51,9 @@ from copilot_runtime.graphql.turn_input import parse_generate_input
 from copilot_runtime.graphql.types.inputs import GenerateCopilotResponseInput
 from copilot_runtime.graphql.types.run_events import RunEventPayload, RunEventPayloads
 from copilot_runtime.graphql.types.scalars import JSONObject
+from copilot_runtime.runs.executor import reap_if_stale_check, run_cancel
+from copilot_runtime.runs.relay import follow_run
+from copilot_runtime.runs.start import turn_start
 
 logger = logging.getLogger(__name__)
 

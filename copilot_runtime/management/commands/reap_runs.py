@@ -10,7 +10,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from copilot_runtime.engine.reaper import runs_reap_stale
+from copilot_runtime.runs.reaper import runs_reap_stale
 
 
 class Command(BaseCommand):

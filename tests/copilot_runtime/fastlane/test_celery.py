@@ -24,8 +24,9 @@ from celery.worker import state as worker_state
 from kombu.message import Message
 from kombu.utils.imports import symbol_by_name
 
-from copilot_runtime import run_loop, tasks
+from copilot_runtime import tasks
 from copilot_runtime.fastlane import celery as task_strategy
+from copilot_runtime.runs import worker_loop as run_loop
 from tests.support.generate_e2e import wait_for
 from tests.support.redis_broker import RECEIVE_TIMEOUT_SECONDS, next_delivered
 

@@ -13,7 +13,7 @@ import redis.asyncio as redis_asyncio
 from redis.exceptions import ResponseError
 
 from copilot_runtime.fastlane.redis import command_at_once
-from tests.copilot_runtime.engine.conftest import claims_redis_url
+from tests.copilot_runtime.runs.conftest import claims_redis_url
 
 # A database of its own (the claims' tests use 12).
 DATABASE = 11

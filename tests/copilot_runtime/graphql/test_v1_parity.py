@@ -12,8 +12,6 @@ import orjson
 import pytest
 
 from conversations.services.runs import LoggedEvent
-from copilot_runtime.engine.inbox import Inbox
-from copilot_runtime.engine.service import StartedTurn
 from copilot_runtime.events import (
     ActionArgs,
     ActionEnd,
@@ -32,6 +30,8 @@ from copilot_runtime.graphql.fastpath.encoder import V1Encoder
 from copilot_runtime.graphql.resolvers.generate import _END, _Pump
 from copilot_runtime.graphql.types.run_events import RunEventPayloads
 from copilot_runtime.graphql.v1_rules import ROOT
+from copilot_runtime.runs.inbox import Inbox
+from copilot_runtime.runs.start import StartedTurn
 
 STATE = AgentStateSnapshot(
     thread_id="t-1",

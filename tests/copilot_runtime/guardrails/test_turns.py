@@ -14,7 +14,6 @@ from django.contrib.auth.models import AnonymousUser
 from django.test import override_settings
 
 from conversations.models import Message, Run, RunStatus
-from copilot_runtime.engine.service import StartedTurn, turn_start
 from copilot_runtime.events import (
     ActionEnd,
     ActionResult,
@@ -31,6 +30,7 @@ from copilot_runtime.guardrails import gate
 from copilot_runtime.guardrails.rules import RuleSpec, Subject
 from copilot_runtime.guardrails.verdicts import Finding
 from copilot_runtime.models import GuardrailEvaluation, GuardrailRule
+from copilot_runtime.runs.start import StartedTurn, turn_start
 from tests.copilot_runtime.guardrails.helpers import cloud_lists, turn_request, user_text
 from tests.support.cloud_guardrails import CloudGuardrailsStandIn
 from tests.support.generate_e2e import prompt_words

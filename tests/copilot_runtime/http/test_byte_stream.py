@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.http import HttpResponse, StreamingHttpResponse
 
-from copilot_runtime.http.front import _send_response
+from copilot_runtime.endpoints.front import _send_response
 from copilot_runtime.http.responses import STREAM_HEADERS, ByteStreamResponse, LastChunk
 
 

@@ -15,9 +15,9 @@ from django.test import override_settings
 
 from conversations.models import Run, RunStatus, Span
 from conversations.store import spans as store_module
-from copilot_runtime.engine.service import turn_start
 from copilot_runtime.graphql.turn_input import parse_generate_input
 from copilot_runtime.models import ModelPrice
+from copilot_runtime.runs.start import turn_start
 from copilot_runtime.tracing import semconv as attr
 from copilot_runtime.tracing import tracer as tracer_module
 
@@ -141,7 +141,7 @@ async def test_a_failing_span_write_still_stores_the_runs_end(
         raise RuntimeError("no spans today")
 
     monkeypatch.setattr(store_module, "spans_store", broken)
-    with caplog.at_level(logging.WARNING, logger="copilot_runtime.engine.execute"):
+    with caplog.at_level(logging.WARNING, logger="copilot_runtime.runs.execute"):
         started = await turn_start(
             user=AnonymousUser(),
             request=_request(SERVER_ACTION_TURN, thread_id="t-nospans"),

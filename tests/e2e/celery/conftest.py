@@ -221,7 +221,7 @@ def celery_worker_factory(
         command = [
             str(CELERY),
             "-A",
-            "copilot_runtime",
+            "copilot_runtime.site",
             "worker",
             "-l",
             "info",

@@ -15,7 +15,7 @@ from django.test import override_settings
 
 from benchmarks.response_reader import MultipartMixedParser
 from conversations.models import Run, RunEvent
-from copilot_runtime.engine.relay import follow_run
+from copilot_runtime.runs.relay import follow_run
 from tests.e2e.js_client import JS_CLIENT_VERSIONS
 from tests.support.client_capture import captured_generate_request
 from tests.support.generate_e2e import GRAPHQL_PATH, generate_data, text_input

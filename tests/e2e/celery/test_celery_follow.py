@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from conversations.models import RunStatus
-from copilot_runtime.engine import relay
+from copilot_runtime.runs import relay
 from tests.e2e.celery.raw_websocket import subscribe
 from tests.e2e.celery.support import (
     fake,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from conversations.models import Message, RunStatus
-from copilot_runtime.engine.relay import IDLE_CHECK_SECONDS
+from copilot_runtime.runs.relay import IDLE_CHECK_SECONDS
 from tests.e2e.celery.conftest import RUN_STALE_SECONDS
 from tests.e2e.celery.support import fake, in_background, log_entries, run_of_thread
 from tests.e2e.js_client import JS_CLIENT_VERSIONS, run_js

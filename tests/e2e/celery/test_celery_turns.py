@@ -16,10 +16,10 @@ from celery import Celery
 from django.contrib.auth.models import AnonymousUser
 
 from conversations.models import Run, RunStatus
-from copilot_runtime.engine.executor import EXECUTE_RUN_TASK, EXECUTE_RUNS_TASK, placement_of
-from copilot_runtime.engine.service import turn_prepare
 from copilot_runtime.events.request import turn_request_to_payload
 from copilot_runtime.graphql.turn_input import parse_generate_input
+from copilot_runtime.runs.executor import EXECUTE_RUN_TASK, EXECUTE_RUNS_TASK, placement_of
+from copilot_runtime.runs.start import turn_prepare
 from copilot_runtime.tasks import execute_run
 from tests.e2e.celery.support import fake, in_background, log_entries
 from tests.e2e.js_client import JS_CLIENT_VERSIONS, run_js
