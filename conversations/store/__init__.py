@@ -2,7 +2,7 @@
 
 Two implementations behind one small interface (``TurnStore``):
 
-- ``PgTurnStore`` (``pg.py``): raw SQL on psycopg's async connection pool, for PostgreSQL. A
+- ``PgTurnStore`` (``pg/``): raw SQL on psycopg's async connection pool, for PostgreSQL. A
   request takes a connection only for the statements it runs, never while the model streams,
   and pays no thread hop: this is where the hot path's time went with the ORM (a
   ``sync_to_async`` hop and query compilation per statement, ~26 statements per turn).
@@ -27,7 +27,7 @@ __all__ = ["PreparedTurn", "TurnStore", "turn_store", "turn_store_close"]
 @cache
 def _store_for(kind: str) -> TurnStore:
     if kind == "auto" and settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
-        from conversations.store.pg import PgTurnStore
+        from conversations.store.pg.store import PgTurnStore
 
         return PgTurnStore()
     from conversations.store.orm import OrmTurnStore
@@ -47,6 +47,6 @@ async def turn_store_close() -> None:
     shutdown; the next turn would open new ones)."""
     import sys
 
-    pg = sys.modules.get("conversations.store.pg")
-    if pg is not None:  # never imported: no pool was ever opened
-        await pg.POOLS.close_all()
+    pools = sys.modules.get("conversations.store.pg.pools")
+    if pools is not None:  # never imported: no pool was ever opened
+        await pools.POOLS.close_all()

@@ -18,10 +18,11 @@ from conversations.store import turn_store
 from conversations.store.types import SpanWrite
 from copilot_runtime.conf import runtime_setting
 from copilot_runtime.tracing.cost import prices_cached, spans_price
-from copilot_runtime.tracing.deriver import RunSpanSpec, SpanDeriver
+from copilot_runtime.tracing.deriver import SpanDeriver
 from copilot_runtime.tracing.exporter import TraceExport, otlp_export_from_environment
 from copilot_runtime.tracing.records import SpanBook, SpanRecord, trace_id_for_run
 from copilot_runtime.tracing.signals import KIND_AGENT, KIND_RUN
+from copilot_runtime.tracing.span_tree import RunSpanSpec
 
 logger = logging.getLogger(__name__)
 

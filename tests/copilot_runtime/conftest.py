@@ -12,8 +12,9 @@ from celery import Celery
 from celery._state import get_current_app
 from django.test import override_settings
 
-from conversations.store import pg as pg_store
 from conversations.store import turn_store
+from conversations.store.pg.pools import POOLS
+from conversations.store.pg.store import PgTurnStore
 from copilot_runtime import fastlane
 from copilot_runtime.conf import runtime_settings as runtime_settings_cached
 from tests.support.generate_e2e import runtime_settings
@@ -77,8 +78,8 @@ async def pg_turn_store(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[None]:
     use the store's own connections."""
     monkeypatch.setenv("COPILOT_RUNTIME_TURN_STORE", "auto")
     runtime_settings_cached.cache_clear()
-    assert isinstance(turn_store(), pg_store.PgTurnStore)
+    assert isinstance(turn_store(), PgTurnStore)
     yield
-    await pg_store.POOLS.close_all()
+    await POOLS.close_all()
     monkeypatch.undo()
     runtime_settings_cached.cache_clear()

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from conversations.store.pg import POOLS, PgTurnStore
+from conversations.store.pg.pools import POOLS
 from copilot_runtime.adapters import adapter_from_settings
 from copilot_runtime.collector import SERVER_THRESHOLDS
 from copilot_runtime.lifespan import lifespan
@@ -36,10 +36,9 @@ async def run_lifespan(app: Any) -> list[str]:
 
 
 async def test_shutdown_closes_the_pools_this_loop_opened() -> None:
-    store = PgTurnStore()
-    async with await store._connection() as connection:  # opens this loop's pool
+    pool = await POOLS.get()  # opens this loop's pool
+    async with pool.connection() as connection:
         await connection.execute("SELECT 1")
-    pool = await POOLS.get()
     assert not connection.closed  # kept idle in the pool
 
     assert await run_lifespan(lifespan) == [

@@ -5,8 +5,10 @@ from typing import Any
 
 import pytest
 
-from conversations.store import pg as pg_store
-from conversations.store.pg import POOLS, PgTurnStore
+from conversations.store.pg import prepare as pg_prepare
+from conversations.store.pg.look_up import LookUp
+from conversations.store.pg.pools import POOLS
+from conversations.store.pg.store import PgTurnStore
 
 
 @pytest.fixture
@@ -22,12 +24,12 @@ def blind_to_active_runs(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
     its thread as free while another's run is pending, as a request racing that one would."""
 
     def blind() -> None:
-        look = pg_store._look
+        look = pg_prepare.look
 
-        async def without_active_runs(look_up: pg_store.LookUp) -> tuple[Any, ...]:
+        async def without_active_runs(look_up: LookUp) -> tuple[Any, ...]:
             row = await look(look_up)
             return (*row[:3], None, *row[4:])
 
-        monkeypatch.setattr(pg_store, "_look", without_active_runs)
+        monkeypatch.setattr(pg_prepare, "look", without_active_runs)
 
     return blind

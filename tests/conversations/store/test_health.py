@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 
 from conversations.store.health import django_connections_check, healthy, peer_closed
-from conversations.store.pg import _conninfo
+from conversations.store.pg.pools import conninfo
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,7 +31,7 @@ def _backend_pid() -> int:
 
 
 def _terminate(pid: int) -> None:
-    with psycopg.connect(_conninfo(), autocommit=True) as admin:
+    with psycopg.connect(conninfo(), autocommit=True) as admin:
         admin.execute("SELECT pg_terminate_backend(%s)", [pid])
 
 

@@ -13,10 +13,11 @@ from django.db import connection
 from django.utils import timezone
 
 from conversations.models import Message, Thread
-from conversations.store import pg as pg_store
 from conversations.store.known import KNOWN, KnownHistories, KnownHistory
 from conversations.store.orm import OrmTurnStore
-from conversations.store.pg import PgTurnStore
+from conversations.store.pg import prepare as pg_prepare
+from conversations.store.pg.look_up import LookUp
+from conversations.store.pg.store import PgTurnStore
 from copilot_runtime.events.recent import RecentStore
 from copilot_runtime.events.request import InputMessage
 from tests.conversations.store.test_pg_store import (
@@ -35,13 +36,13 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def asked(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """The ids each look-up asked about, in order."""
     seen: list[list[str]] = []
-    look = pg_store._look
+    look = pg_prepare.look
 
-    async def recording(look_up: pg_store.LookUp) -> tuple[Any, ...]:
+    async def recording(look_up: LookUp) -> tuple[Any, ...]:
         seen.append(list(look_up.ids))
         return await look(look_up)
 
-    monkeypatch.setattr(pg_store, "_look", recording)
+    monkeypatch.setattr(pg_prepare, "look", recording)
     return seen
 
 

@@ -24,10 +24,18 @@ from django.utils import timezone
 from conversations.models import AgentState, Message, Run, RunEvent, RunStatus, Span, Thread
 from conversations.services.messages import OutputMessage
 from conversations.services.runs import LoggedEvent, RunOutcome, ThreadBusy, Usage
-from conversations.store import pg as pg_store
 from conversations.store.orm import OrmTurnStore
-from conversations.store.pg import POOLS, PgTurnStore
-from conversations.store.pg_progress import progress_statement
+from conversations.store.pg import look_up as pg_look_up
+from conversations.store.pg import turn_write
+from conversations.store.pg.look_up import (
+    LOOK_JOINED,
+    LOOK_PROBED,
+    LookUp,
+    look_ups_statement,
+)
+from conversations.store.pg.pools import POOLS, SESSION_SETUP, conninfo
+from conversations.store.pg.progress import progress_statement
+from conversations.store.pg.store import PgTurnStore
 from conversations.store.types import (
     PreparedTurn,
     Progress,
@@ -325,13 +333,13 @@ def look_up_groups(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """The thread ids of each look-up statement from now on (patch before the test's first
     look-up: the loop's group is made then)."""
     groups: list[list[str]] = []
-    real = pg_store._look_many
+    real = pg_look_up.look_many
 
     async def counted(asked: Any) -> None:
         groups.append([one.look_up.thread_id for one in asked])
         await real(asked)
 
-    monkeypatch.setattr(pg_store, "_look_many", counted)
+    monkeypatch.setattr(pg_look_up, "look_many", counted)
     return groups
 
 
@@ -404,9 +412,7 @@ async def test_a_look_up_the_database_refuses_fails_its_own_turn_only(
 
 async def _until_blocked_by(holder: psycopg.AsyncConnection, within: float = 10) -> None:
     """Returns once another backend waits on a lock ``holder``'s transaction holds."""
-    async with await psycopg.AsyncConnection.connect(
-        pg_store._conninfo(), autocommit=True
-    ) as watcher:
+    async with await psycopg.AsyncConnection.connect(conninfo(), autocommit=True) as watcher:
         deadline = asyncio.get_running_loop().time() + within
         while True:
             cursor = await watcher.execute(
@@ -426,7 +432,7 @@ async def test_a_thread_created_meanwhile_by_another_request_is_looked_up_again(
     """The look-up's insert waits for another transaction creating the same thread; once that
     commits, the thread is not in the statement's snapshot: it asks again and finds it."""
     groups = look_up_groups(monkeypatch)
-    other = await psycopg.AsyncConnection.connect(pg_store._conninfo())
+    other = await psycopg.AsyncConnection.connect(conninfo())
     try:
         await other.execute(
             "INSERT INTO conversations_thread (thread_id, owner_id, agent_name, title, metadata,"
@@ -468,7 +474,7 @@ async def _hold_thread_row(thread_id: str, how: str = "lock") -> Any:
     """Another connection's lock on the thread row (``lock``), or its update not committed yet
     (``update``, as a run's end in flight): the turn's write (which updates the row) waits on
     it; reading the thread does not."""
-    holder = await psycopg.AsyncConnection.connect(pg_store._conninfo())
+    holder = await psycopg.AsyncConnection.connect(conninfo())
     if how == "lock":
         await holder.execute(
             "SELECT 1 FROM conversations_thread WHERE thread_id = %s FOR UPDATE", [thread_id]
@@ -1029,8 +1035,6 @@ async def test_a_nul_character_from_the_model_is_stored_as_a_replacement_not_a_f
 
 def _explain_look(thread_id: str, carried: list[str]) -> tuple[dict[str, Any], tuple[Any, ...]]:
     """The look-up's row for ``carried`` ids on ``thread_id``, and its EXPLAIN ANALYZE plan."""
-    from conversations.store.pg import LookUp
-
     look_up = LookUp(thread_id, None, "default", carried, None, timezone.now())
     plan, rows = _explain_look_ups([look_up])
     return plan, rows[0][1:]
@@ -1043,8 +1047,6 @@ def _explain_look_ups(
     a connection set up as the store's (SESSION_SETUP), with the generic plan psycopg's
     prepared statement gets from its sixth run on. ``statement``: another text of it."""
     from django.db import connection
-
-    from conversations.store.pg import SESSION_SETUP, look_ups_statement
 
     sql, params = look_ups_statement(look_ups)
     sql = statement or sql
@@ -1123,8 +1125,6 @@ async def test_probing_and_joining_the_carried_ids_find_the_same(
     """Up to PROBED_IDS ids per look-up are probed, more are joined with the thread's
     messages (a history read whole); either text answers alike, superseded and missing ids
     included."""
-    from conversations.store.pg import _LOOK_JOINED, _LOOK_PROBED, LookUp, look_ups_statement
-
     first = history(*[f"turn {n}" for n in range(30)])
     prepared = await pg.prepare(turn=record("t-both", first), reap=never_reap)
     await succeed(pg, prepared)
@@ -1135,8 +1135,8 @@ async def test_probing_and_joining_the_carried_ids_find_the_same(
     assert len(ids) == carried
     look_ups = [LookUp("t-both", None, "default", ids, None, timezone.now())]
 
-    _plan, probed = await sync_to_async(_explain_look_ups)(look_ups, statement=_LOOK_PROBED)
-    _plan, joined = await sync_to_async(_explain_look_ups)(look_ups, statement=_LOOK_JOINED)
+    _plan, probed = await sync_to_async(_explain_look_ups)(look_ups, statement=LOOK_PROBED)
+    _plan, joined = await sync_to_async(_explain_look_ups)(look_ups, statement=LOOK_JOINED)
 
     # The ids' order is not part of the answer (the join's is its hash's).
     def unordered(row: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -1147,7 +1147,7 @@ async def test_probing_and_joining_the_carried_ids_find_the_same(
     assert [unordered(row) for row in probed] == [unordered(row) for row in joined]
     assert sorted(probed[0][5]) == sorted(i for i in ids if i not in stored)  # missing
     assert probed[0][6] == [len(stored & set(ids)) - 1, ["m4"]]  # current ones, superseded
-    assert look_ups_statement(look_ups)[0] == (_LOOK_PROBED if probed_text else _LOOK_JOINED)
+    assert look_ups_statement(look_ups)[0] == (LOOK_PROBED if probed_text else LOOK_JOINED)
 
 
 async def test_a_grouped_look_up_probes_each_thread_once_however_many_a_site_holds(
@@ -1155,8 +1155,6 @@ async def test_a_grouped_look_up_probes_each_thread_once_however_many_a_site_hol
 ) -> None:
     # A first version found the threads a group did not hold yet with an anti join reading
     # every thread of the site: a cost growing with the site, not with the group.
-    from conversations.store.pg import LookUp
-
     for thread_id in ("t-a", "t-b"):
         prepared = await pg.prepare(turn=record(thread_id, history("x", "y")), reap=never_reap)
         await succeed(pg, prepared)
@@ -1350,10 +1348,7 @@ def _explain_generic_progress(entries: list[RunProgress]) -> dict[str, Any]:
     statement runs once PostgreSQL settles on a generic plan."""
     from django.db import connection
 
-    from conversations.store.pg import _rows
-    from conversations.store.pg_progress import progress_statement
-
-    statement = progress_statement(entries, now=timezone.now(), rows=_rows)
+    statement = progress_statement(entries, now=timezone.now())
     assert statement is not None
     sql, params = statement
     with connection.cursor() as cursor:
@@ -1382,7 +1377,7 @@ async def test_a_run_end_planned_on_nearly_empty_tables_still_reads_only_its_row
         for n in range(3)
     ]
     entries = [RunProgress(turn.run_id, turn.thread_pk, finished()) for turn in ended]
-    statement = progress_statement(entries, now=timezone.now(), rows=pg_store._rows)
+    statement = progress_statement(entries, now=timezone.now())
     assert statement is not None
 
     plan = await _explain_generic_plan_made_before_growth(*statement)
@@ -1400,7 +1395,7 @@ async def test_a_turn_write_planned_on_nearly_empty_tables_still_reads_only_its_
         for n in range(3)
     ]
     writes = [
-        pg_store.TurnWrite(
+        turn_write.TurnWrite(
             run=[
                 *(f"r-young-{t.pk}", t.pk, "default", "agui", "Chat", ""),
                 *("running", now, now, now, None, 1),
@@ -1411,7 +1406,7 @@ async def test_a_turn_write_planned_on_nearly_empty_tables_still_reads_only_its_
         for t in threads
     ]
 
-    plan = await _explain_generic_plan_made_before_growth(*pg_store.turn_writes_statement(writes))
+    plan = await _explain_generic_plan_made_before_growth(*turn_write.turn_writes_statement(writes))
 
     assert _reads_by_key(plan, "conversations_thread") <= 2 * len(writes)
     assert [(await Thread.objects.aget(pk=t.pk)).status for t in threads] == ["running"] * 3
@@ -1463,7 +1458,7 @@ async def test_turns_prepared_at_once_are_written_in_one_statement_like_the_orm_
     pg: PgTurnStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     statements: list[list[str]] = []
-    write_turns = pg_store._write_turns
+    write_turns = turn_write.write_turns
 
     async def counting(writes: Any) -> None:
         statements.append([write.run[0] for write in writes])
@@ -1473,7 +1468,7 @@ async def test_turns_prepared_at_once_are_written_in_one_statement_like_the_orm_
         await write_turns(writes)
 
     # Read when this test's loop makes its group (the first write on it).
-    monkeypatch.setattr(pg_store, "_write_turns", counting)
+    monkeypatch.setattr(turn_write, "write_turns", counting)
     turns = [record(f"t-at-once-{n}", history("a", "b", "c")) for n in range(3)]
 
     prepared = await asyncio.gather(*(pg.prepare(turn=t, reap=never_reap) for t in turns))

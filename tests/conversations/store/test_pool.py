@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from conversations.store.health import peer_closed
-from conversations.store.pg import _conninfo
+from conversations.store.pg.pools import conninfo
 from conversations.store.pool import PoolTimeout, TurnPool
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 async def pool() -> AsyncIterator[TurnPool]:
-    pool = TurnPool(_conninfo(), max_size=1, timeout=0.3)
+    pool = TurnPool(conninfo(), max_size=1, timeout=0.3)
     yield pool
     await pool.close()
 
@@ -72,7 +72,7 @@ async def test_a_connection_left_inside_a_transaction_is_not_handed_out_again(
 
 
 async def test_each_new_connection_runs_the_session_set_up() -> None:
-    pool = TurnPool(_conninfo(), max_size=2, timeout=0.3, session_setup="SET enable_seqscan = off")
+    pool = TurnPool(conninfo(), max_size=2, timeout=0.3, session_setup="SET enable_seqscan = off")
     try:
         async with pool.connection() as first, pool.connection() as second:
             for conn in (first, second):
@@ -83,7 +83,7 @@ async def test_each_new_connection_runs_the_session_set_up() -> None:
 
 async def test_a_connection_handed_out_again_is_not_set_up_again() -> None:
     # Creating the same temporary table twice on one connection fails.
-    pool = TurnPool(_conninfo(), max_size=1, timeout=0.3, session_setup="CREATE TEMP TABLE ran ()")
+    pool = TurnPool(conninfo(), max_size=1, timeout=0.3, session_setup="CREATE TEMP TABLE ran ()")
     try:
         async with pool.connection() as first:
             pass
@@ -95,7 +95,7 @@ async def test_a_connection_handed_out_again_is_not_set_up_again() -> None:
 
 
 async def test_a_failing_session_set_up_fails_the_caller_and_frees_the_slot() -> None:
-    pool = TurnPool(_conninfo(), max_size=1, timeout=0.3, session_setup="SET no_such_setting = 1")
+    pool = TurnPool(conninfo(), max_size=1, timeout=0.3, session_setup="SET no_such_setting = 1")
     try:
         for _ in range(2):  # the slot came back after the first failure
             with pytest.raises(psycopg.Error):
@@ -107,7 +107,7 @@ async def test_a_failing_session_set_up_fails_the_caller_and_frees_the_slot() ->
 
 
 async def test_the_stores_pools_price_sequential_scans_out() -> None:
-    from conversations.store.pg import POOLS
+    from conversations.store.pg.pools import POOLS
 
     try:
         async with (await POOLS.get()).connection() as conn:
@@ -117,7 +117,7 @@ async def test_the_stores_pools_price_sequential_scans_out() -> None:
 
 
 async def _terminate(pid: int) -> None:
-    async with await psycopg.AsyncConnection.connect(_conninfo(), autocommit=True) as admin:
+    async with await psycopg.AsyncConnection.connect(conninfo(), autocommit=True) as admin:
         await admin.execute("SELECT pg_terminate_backend(%s)", [pid])
 
 

@@ -1,4 +1,4 @@
-"""The pass that picks a turn's stored messages out of its history (``_stored_by_id``): a
+"""The pass that picks a turn's stored messages out of its history (``stored_by_id``): a
 history re-sent with the next turn is picked from where the last pass stopped, and the result is
 always the one a pass over the whole history gives."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from conversations.store import pg as pg_store
+from conversations.store.pg import history_ids
 from copilot_runtime.events.recent import PrefixMemo
 from copilot_runtime.events.request import InputMessage
 from tests.support.prefix_memo import count_resumes
@@ -32,20 +32,20 @@ def _identities(picked: dict[str, Any]) -> list[tuple[str, int]]:
 
 def _from_scratch(monkeypatch: pytest.MonkeyPatch, messages: list[Any]) -> list[tuple[str, int]]:
     with monkeypatch.context() as scratch:
-        scratch.setattr(pg_store, "_STORED_BY_ID", PrefixMemo(first_id=lambda _: None))
-        return _identities(pg_store._stored_by_id(messages))
+        scratch.setattr(history_ids, "STORED_BY_ID", PrefixMemo(first_id=lambda _: None))
+        return _identities(history_ids.stored_by_id(messages))
 
 
 def test_a_growing_history_gives_what_a_whole_pass_gives_and_resumes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    resumed = count_resumes(monkeypatch, pg_store._STORED_BY_ID)
+    resumed = count_resumes(monkeypatch, history_ids.STORED_BY_ID)
     for seed in range(30):
         rng = random.Random(seed)
         history = [InputMessage(id=f"first-{seed}", kind="text", role="user")]
         for turn in range(10):
             history = [*history, *(_message(rng, len(history) + k, seed) for k in range(3))]
-            picked = pg_store._stored_by_id(history)
+            picked = history_ids.stored_by_id(history)
             assert _identities(picked) == _from_scratch(monkeypatch, history), (seed, turn)
             assert not any(m.role == "system" for m in picked.values())
             # Every turn after the first resumed after all of the last turn's messages.
@@ -57,10 +57,10 @@ def test_a_history_that_changed_is_picked_again_from_its_start(
 ) -> None:
     one = InputMessage(id="x-1", kind="text", role="user")
     two = InputMessage(id="x-2", kind="text", role="assistant")
-    pg_store._stored_by_id([one, two])
+    history_ids.stored_by_id([one, two])
     # The same ids as other objects (an edited message comes back parsed anew).
     edited = InputMessage(id="x-2", kind="text", role="assistant", content="edited")
-    picked = pg_store._stored_by_id([one, edited, InputMessage(id="x-3", kind="text")])
+    picked = history_ids.stored_by_id([one, edited, InputMessage(id="x-3", kind="text")])
     assert picked["x-2"] is edited
     assert list(picked) == ["x-1", "x-2", "x-3"]
 
@@ -68,7 +68,7 @@ def test_a_history_that_changed_is_picked_again_from_its_start(
 def test_an_id_minted_for_a_message_without_one_is_never_resumed_from() -> None:
     head = InputMessage(id="y-1", kind="text", role="user")
     anonymous = InputMessage(id="", kind="text", role="assistant")
-    picked = pg_store._stored_by_id([head, anonymous])
+    picked = history_ids.stored_by_id([head, anonymous])
     assert anonymous.id.startswith("ck-") and picked[anonymous.id] is anonymous
-    done, _kept = pg_store._STORED_BY_ID.resume([head, anonymous])
+    done, _kept = history_ids.STORED_BY_ID.resume([head, anonymous])
     assert done == 0  # the pass that minted it kept nothing

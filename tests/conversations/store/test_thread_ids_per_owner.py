@@ -17,10 +17,12 @@ from django.db import IntegrityError, transaction
 
 from conversations.models import Message, Thread
 from conversations.services.runs import ThreadBusy
-from conversations.store import pg as pg_store
 from conversations.store.known import KNOWN
 from conversations.store.orm import OrmTurnStore
-from conversations.store.pg import PgTurnStore
+from conversations.store.pg import look_up as pg_look_up
+from conversations.store.pg import prepare as pg_prepare
+from conversations.store.pg.look_up import LookUp
+from conversations.store.pg.store import PgTurnStore
 from conversations.store.types import PreparedTurn
 from tests.conversations.store.test_pg_store import MESSAGE_FIELDS, history, never_reap, record
 from tests.conversations.store.test_pg_store import succeed as run_succeeds
@@ -144,13 +146,13 @@ async def test_owners_creating_one_id_at_once_in_one_look_up_get_a_thread_each(
     owner as well as id), and of one caller's racing turns one runs."""
     alice, bob = owners
     sizes: list[int] = []
-    look_many = pg_store._look_many
+    look_many = pg_look_up.look_many
 
     async def counted(asked: Any) -> None:
         sizes.append(len(asked))
         await look_many(asked)
 
-    monkeypatch.setattr(pg_store, "_look_many", counted)
+    monkeypatch.setattr(pg_look_up, "look_many", counted)
     await prepare(pg, "t-warm", "x")  # the loop's group, and its first statement, are made
     sizes.clear()
 
@@ -179,13 +181,13 @@ async def test_what_a_process_knows_of_a_thread_is_kept_per_owner(
     is asked about whole, and leaves what is known of Alice's thread as it was."""
     alice, bob = owners
     asked: list[list[str]] = []
-    look = pg_store._look
+    look = pg_prepare.look
 
-    async def recording(look_up: pg_store.LookUp) -> tuple[Any, ...]:
+    async def recording(look_up: LookUp) -> tuple[Any, ...]:
         asked.append(list(look_up.ids))
         return await look(look_up)
 
-    monkeypatch.setattr(pg_store, "_look", recording)
+    monkeypatch.setattr(pg_prepare, "look", recording)
     first = await prepare(pg, "t-known", "one", user=alice)
     await run_succeeds(pg, first)
     known = KNOWN.get((alice.pk, "t-known"))

@@ -15,7 +15,9 @@ from django.test import override_settings
 
 from conversations.models import Message, Run, RunEvent, RunStatus, Thread
 from conversations.services.runs import ThreadBusy
-from conversations.store import pg as pg_store
+from conversations.store.pg import prepare as pg_prepare
+from conversations.store.pg.look_up import LookUp
+from conversations.store.pg.pools import conninfo
 from copilot_runtime.events import GenerationStart, RunFinished, TextDelta
 from copilot_runtime.graphql.turn_input import parse_generate_input
 from copilot_runtime.runs import start as service
@@ -162,7 +164,7 @@ async def test_the_model_is_asked_while_the_turns_write_is_in_flight(
     answer = await Message.objects.aget(thread__thread_id="t-ahead", role="assistant")
     asked_before = len(fake_upstream.requests())
 
-    holder = await psycopg.AsyncConnection.connect(pg_store._conninfo())
+    holder = await psycopg.AsyncConnection.connect(conninfo())
     await holder.execute(  # the turn's write updates the thread row: it waits on this lock
         "SELECT 1 FROM conversations_thread WHERE thread_id = %s FOR UPDATE", ["t-ahead"]
     )
@@ -213,13 +215,13 @@ async def test_a_run_whose_turn_write_fails_is_stopped_and_stores_nothing(
         request=_history_request("t-raced", ("u1", "user", first_text)),
         protocol="graphql",
     )
-    seen = pg_store._look
+    seen = pg_prepare.look
 
-    async def blind_to_active_runs(look_up: pg_store.LookUp) -> tuple[Any, ...]:
+    async def blind_to_active_runs(look_up: LookUp) -> tuple[Any, ...]:
         row = await seen(look_up)
         return (*row[:3], None, *row[4:])
 
-    monkeypatch.setattr(pg_store, "_look", blind_to_active_runs)
+    monkeypatch.setattr(pg_prepare, "look", blind_to_active_runs)
 
     with pytest.raises(ThreadBusy):
         await turn_start(

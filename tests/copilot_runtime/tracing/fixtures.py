@@ -29,8 +29,9 @@ from copilot_runtime.events import (
     TextEnd,
     TextStart,
 )
-from copilot_runtime.tracing.deriver import RunSpanSpec, SpanDeriver
+from copilot_runtime.tracing.deriver import SpanDeriver
 from copilot_runtime.tracing.signals import Signal
+from copilot_runtime.tracing.span_tree import RunSpanSpec
 
 MODEL = "gpt-4o-mini"
 

@@ -9,17 +9,14 @@ import pytest
 
 from copilot_runtime.events import RunFinished, TextDelta, event_from_payload
 from copilot_runtime.tracing import semconv as attr
-from copilot_runtime.tracing.deriver import (
-    ROOT_KEY,
-    RunSpanSpec,
-    SpanDeriver,
-)
+from copilot_runtime.tracing.deriver import SpanDeriver
 from copilot_runtime.tracing.signals import (
     Signal,
     SpanAnnotated,
     SpanClosed,
     SpanOpened,
 )
+from copilot_runtime.tracing.span_tree import ROOT_KEY, RunSpanSpec
 from tests.copilot_runtime.tracing import fixtures as fx
 
 ROOT = RunSpanSpec(

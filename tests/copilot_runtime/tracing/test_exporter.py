@@ -13,13 +13,13 @@ import pytest
 
 from copilot_runtime.tracing import exporter as exporter_module
 from copilot_runtime.tracing import semconv as attr
-from copilot_runtime.tracing.deriver import RunSpanSpec
 from copilot_runtime.tracing.exporter import (
     otlp_attributes,
     otlp_export_create,
     otlp_export_from_environment,
 )
 from copilot_runtime.tracing.records import SpanBook, SpanRecord, trace_id_for_run
+from copilot_runtime.tracing.span_tree import RunSpanSpec
 from tests.copilot_runtime.tracing import fixtures as fx
 from tests.copilot_runtime.tracing.fixtures import derive_spans
 

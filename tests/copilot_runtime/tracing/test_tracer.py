@@ -16,8 +16,8 @@ from copilot_runtime.events.request import InputMessage, TurnRequest
 from copilot_runtime.models import ModelPrice
 from copilot_runtime.tracing import semconv as attr
 from copilot_runtime.tracing import tracer as tracer_module
-from copilot_runtime.tracing.deriver import RunSpanSpec
 from copilot_runtime.tracing.records import trace_id_for_run
+from copilot_runtime.tracing.span_tree import RunSpanSpec
 from copilot_runtime.tracing.tracer import RunTracer
 from tests.conversations.factories import run_row, thread_create
 from tests.copilot_runtime.tracing import fixtures as fx

@@ -2,8 +2,8 @@
 
 A run's progress (``Progress``: log entries, finished messages, agent states, the first token's
 time, its end with its thread's status, its spans and cost) is rows in six tables. The writes
-the runs of one event loop hand over at about the same moment (copilot_runtime/engine/
-log_writer.py) go to the database together: one statement, one round trip and one transaction
+the runs of one event loop hand over at about the same moment (the runs' log writer,
+``log_writer.py``) go to the database together: one statement, one round trip and one transaction
 for all of them, where each run's end used to cost a statement of its own.
 
 Every table's rows travel as one JSON parameter (``jsonb_array_elements``), each row naming its
@@ -16,20 +16,14 @@ exactly what ``run_record_progress`` and ``spans_store`` write through the ORM
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from conversations.models import RunStatus, ThreadStatus
+from conversations.store.pg.params import json_rows
+from conversations.store.pg.tables import AGENT_STATE, MESSAGE, RUN, RUN_EVENT, SPAN, THREAD
 from conversations.store.spans import span_time
 from conversations.store.types import Progress, RunProgress
-
-# The tables, for the SQL of this module and pg.py.
-THREAD = "conversations_thread"
-MESSAGE = "conversations_message"
-RUN = "conversations_run"
-RUN_EVENT = "conversations_runevent"
-AGENT_STATE = "conversations_agentstate"
-SPAN = "conversations_span"
 
 # A row's thread: given, or its run's (a run relayed from another process, a bare trace).
 _THREAD_OF = f"coalesce((e->>0)::bigint, (SELECT r.thread_id FROM {RUN} r WHERE r.id = e->>1))"
@@ -87,15 +81,14 @@ _RUNS = (
     " FROM jsonb_array_elements(%s::jsonb) e WHERE r.id = e->>0"
     # The same ids as an array: the planner then finds the rows through the primary key. It
     # takes a JSON array for a hundred rows, and joined the whole table (a scan growing with
-    # it: 0.6 ms at 3,500 runs) to a batch of a dozen. Made in SQL: psycopg's adaptation of a
-    # Python list cost more than the statement saved (0.26 against 0.16 ms for a run's first
-    # token, measured alone).
+    # it) to a batch of a dozen. Made in SQL: psycopg's adaptation of a Python list cost more
+    # than the statement saved.
     " AND r.id = ANY(ARRAY(SELECT x->>0 FROM jsonb_array_elements(%s::jsonb) x))"
     " RETURNING r.thread_id, e->>12 AS thread_status)"
 )
 # Runs whose row gains only its first token's time (a batch while the model streams): a
-# statement half as long as through ``_RUNS`` (0.18 against 0.35 ms, measured alone), and it
-# lies on a relayed run's way to its followers. v: (run, first_token_at).
+# statement about half as costly as through ``_RUNS``, and it lies on a relayed run's way to
+# its followers. v: (run, first_token_at).
 _FIRST_TOKENS = (
     f"UPDATE {RUN} r SET first_token_at = (e->>1)::timestamptz"
     " FROM jsonb_array_elements(%s::jsonb) e WHERE r.id = e->>0"
@@ -117,10 +110,10 @@ _SPANS = (
 
 
 def progress_statement(
-    entries: Sequence[RunProgress], *, now: dt.datetime, rows: Callable[[list[Any]], str]
+    entries: Sequence[RunProgress], *, now: dt.datetime
 ) -> tuple[str, list[Any]] | None:
     """The statement writing ``entries`` (at most one per run) and its parameters; None when
-    there is nothing to write. ``rows`` makes a part's JSON parameter."""
+    there is nothing to write."""
     runs = [entry.run_id for entry in entries]
     if len(set(runs)) != len(runs):
         # One statement cannot update a row twice: a run's batches go one after the other.
@@ -199,23 +192,23 @@ def progress_statement(
     params: list[Any] = []
     if events:
         parts.append(f"events AS ({_EVENTS})")
-        params += [now, rows(events)]
+        params += [now, json_rows(events)]
     if messages:
         parts.append(f"messages AS ({_MESSAGES})")
-        params += [rows(messages)]
+        params += [json_rows(messages)]
     if states:
         parts.append(f"states AS ({_STATES})")
-        params += [now, rows(states)]
+        params += [now, json_rows(states)]
     if spans:
         parts.append(f"spans AS ({_SPANS})")
-        params += [rows(spans)]
+        params += [json_rows(spans)]
     if first_tokens:
         parts.append(f"first_tokens AS ({_FIRST_TOKENS})")
-        first_token_rows = rows(first_tokens)
+        first_token_rows = json_rows(first_tokens)
         params += [first_token_rows, first_token_rows]
     if updates:
         parts.append(_RUNS)
-        update_rows = rows(updates)
+        update_rows = json_rows(updates)
         params += [now, update_rows, update_rows]
         if any(update[12] is not None for update in updates):
             parts.append(f"threads AS ({_THREADS})")
