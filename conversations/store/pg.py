@@ -128,8 +128,8 @@ def _settle(stored: asyncio.Future[None], writing: asyncio.Task[None]) -> None:
 # fifth run and PostgreSQL then keeps one generic plan for it, planned for the tables as they
 # were: on a new site that is nearly empty, where a sequential scan is cheapest, and nothing
 # replans it until an ANALYZE (autovacuum's first comes after a minute or more). Meanwhile
-# the tables grow and each run's end scanned the whole runs table: 0.25 ms per end growing to
-# 0.7 ms within 30 s at one conversation. With sequential scans priced out, the plan is the
+# the tables grow and each run's end scanned the whole runs table, slower by the second. With
+# sequential scans priced out, the plan is the
 # index's whatever the statistics say.
 SESSION_SETUP = "SET enable_seqscan = off"
 
@@ -711,8 +711,7 @@ CROSS JOIN LATERAL (
 # Each id a look-up carries, probed in the thread's messages (message_unique_id: at most one
 # row). A continued thread asks about its new messages alone (``KNOWN``); joined with them
 # instead, in the generic plan (which takes the ids for a hundred), PostgreSQL read every
-# message of the thread to match one or two: 0.39 against 0.20 ms for one id at 80 messages,
-# 0.51 against 0.35 at 240 (the statement alone, one look-up).
+# message of the thread to match one or two: slower for every length of thread.
 _FOUND_PROBED = _found(
     f"""LEFT JOIN LATERAL (
         SELECT true AS found, s.superseded, s.kind FROM {MESSAGE} s
@@ -722,8 +721,8 @@ _FOUND_PROBED = _found(
 )
 # The ids matched with the thread's messages in one pass over each, for a look-up carrying
 # many (a history read whole: a thread this process has not seen, a reload): probing each
-# cost twice as much at 240 (1.26 against 0.66 ms). (A semi join was once planned comparing
-# every message with every id: quadratic in the thread's length, 3 ms at 240 messages.)
+# costs more there. (A semi join was once planned comparing every message with every id:
+# quadratic in the thread's length.)
 _FOUND_JOINED = _found(
     f"LEFT JOIN {MESSAGE} m ON m.thread_id = t.id AND m.message_id = sent.message_id",
     matched="m.id",

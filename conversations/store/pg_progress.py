@@ -87,15 +87,14 @@ _RUNS = (
     " FROM jsonb_array_elements(%s::jsonb) e WHERE r.id = e->>0"
     # The same ids as an array: the planner then finds the rows through the primary key. It
     # takes a JSON array for a hundred rows, and joined the whole table (a scan growing with
-    # it: 0.6 ms at 3,500 runs) to a batch of a dozen. Made in SQL: psycopg's adaptation of a
-    # Python list cost more than the statement saved (0.26 against 0.16 ms for a run's first
-    # token, measured alone).
+    # it) to a batch of a dozen. Made in SQL: psycopg's adaptation of a Python list cost more
+    # than the statement saved.
     " AND r.id = ANY(ARRAY(SELECT x->>0 FROM jsonb_array_elements(%s::jsonb) x))"
     " RETURNING r.thread_id, e->>12 AS thread_status)"
 )
 # Runs whose row gains only its first token's time (a batch while the model streams): a
-# statement half as long as through ``_RUNS`` (0.18 against 0.35 ms, measured alone), and it
-# lies on a relayed run's way to its followers. v: (run, first_token_at).
+# statement about half as long as through ``_RUNS``, and it lies on a relayed run's way to its
+# followers. v: (run, first_token_at).
 _FIRST_TOKENS = (
     f"UPDATE {RUN} r SET first_token_at = (e->>1)::timestamptz"
     " FROM jsonb_array_elements(%s::jsonb) e WHERE r.id = e->>0"
