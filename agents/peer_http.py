@@ -193,7 +193,7 @@ async def peer_stream(
     accept: str = "application/json",
 ) -> AsyncIterator[httpx.Response]:
     """POST ``body`` and yield the (successful) streaming response; ``PeerError`` otherwise."""
-    # Imported on use: a web process whose agents are all local never loads httpx (4-5 MiB).
+    # Imported on use: a web process whose agents are all local never loads httpx.
     import httpx
 
     headers = await peer_headers(peer, context)

@@ -2,9 +2,8 @@
 
 The benchmark's figures are ratios measured in one run, but the ratio itself moves with the
 machine: on a host several times slower than usual (a busy neighbour on the same hardware),
-the TypeScript runtimes and the project did not slow down alike. The twenty-fourth session
-saw TS v1 at 85-125 req/s where earlier sessions saw 368-414, and the v1 ratio and the Celery
-hop move with it. Two fixed loops, one per interpreter, timed at the start and at the end of
+the TypeScript runtimes and the project did not slow down alike, and the ratios moved with
+it. Two fixed loops, one per interpreter, timed at the start and at the end of
 a run, say which kind of machine a run was measured on, so runs can be read side by side.
 
 Each loop is timed in a fresh process of its own interpreter (the venv's Python, the Node the

@@ -87,7 +87,7 @@ from benchmarks.stats import LoadSummary
 DEFAULT_OUTPUT = REPO_ROOT / "benchmarks" / "results" / "latest.json"
 PROFILE_CONFIGURATION = "50x50"
 PY_SPY_RATE_HZ = 200
-# One prefork worker's pool size on this 2-core machine (2 and 4 measured: benchmarks/README.md).
+# One prefork worker's pool size on this 2-core machine (4 served no more, in more memory).
 DEFAULT_WORKER_CONCURRENCY = 2
 MIB = 1024
 

@@ -200,8 +200,7 @@ def flatness_schedule(turns: int, window: int = FLAT_WINDOW) -> list[tuple[str, 
     "sized" (whose bodies are padded to the long thread's size), whose first turns go first,
     unmeasured. The three windows are measured at the same time, each of the three first in
     turn: measured one after the other, they were minutes apart, and this machine's speed
-    drifts more than that between them (the TypeScript runtime's own turns 111-120 once read
-    33.8, 38.1 and 49.0 ms)."""
+    drifts more than that between them."""
     steps: list[tuple[str, str | None]] = [("long", None)] * (turns - window)
     steps.extend([("short", None), ("sized", None)])
     triple = [("short", "early"), ("sized", "early_sized"), ("long", "late")]

@@ -252,8 +252,8 @@ class RunEvent(models.Model):
 
     # No foreign-key constraint in the database (nor on ``Span.run``). A run's batches insert
     # about nine log and span rows, and the database checked each against the run's row with a
-    # trigger of its own (a locking read of the run per row): about a sixth of PostgreSQL's CPU
-    # per turn at 50 conversations (benchmarks/README.md). Only the run's own executor writes
+    # trigger of its own (a locking read of the run per row), a large share of PostgreSQL's
+    # work per turn. Only the run's own executor writes
     # these rows, for a run it has just created or read. Django still deletes them with their
     # run (``on_delete`` is the ORM's, not the database's) and retention deletes them first; a
     # run deleted by hand in SQL leaves its log behind, where a constraint would have refused.

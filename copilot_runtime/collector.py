@@ -1,20 +1,16 @@
 """Python's cyclic garbage collector settled for a long-lived server process.
 
-Measured on the conversation load (v1, 50 users, one web process): with the default
-thresholds the collector ran about 50 young collections a second and a full collection every
-2-3 s that took about 90 ms, because it walked every object the process had made since it
-started (Django, the apps, the schema, the remembered history messages): a stall for every
-stream in flight and about a tenth of each request's CPU. Freezing what exists once the
+Under a conversation load with the default thresholds, the collector ran young collections
+many times a second and, every few seconds, a full collection long enough to stall every
+stream in flight, because it walked every object the process had made since it started
+(Django, the apps, the schema, the remembered history messages). Freezing what exists once the
 application is loaded moves it out of the collector's sight for good, and a larger first
 threshold lets most of a request's short-lived containers die by reference count before a
-young collection looks at them. The figures, before and after, are in benchmarks/README.md
-("The garbage collector").
+young collection looks at them.
 
-The first threshold was 10,000 until the hot path served about 1,100 requests a second: the
-fifty streams in flight then held some 19,000 containers between them, so a young collection
-ran eight to eleven times a second, about 3 ms each, collecting nothing (3.5 % of the CPU).
-At 50,000 none runs in the same load; cycles are still collected, 50,000 containers later
-("The garbage collector, again" in benchmarks/README.md).
+The first threshold is set above what fifty streams in flight hold between them: below that, a
+young collection ran several times a second under load and collected nothing. Cycles are still
+collected, a threshold's worth of containers later.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """A small async connection pool for the turn's statements.
 
 psycopg_pool's ``AsyncConnectionPool`` checks, resets and hands over connections through
-conditions and background tasks; at 50 concurrent conversations that bookkeeping took ~7 % of
-the server's CPU (py-spy), more than the statements it served. A turn's needs are simpler:
+conditions and background tasks; under many concurrent conversations that bookkeeping cost the
+server more CPU than the statements it served. A turn's needs are simpler:
 autocommit connections, a bound on how many exist, a bounded wait for one, and never reusing
 one that is broken or left inside a transaction, and a statement run once on each new
 connection to set its session up. That is all this does.
@@ -61,8 +61,8 @@ class TurnPool:
                 ) from None
         else:
             # A free slot is taken at once. wait_for would first wrap the acquisition in a
-            # task of its own (before Python 3.12), a turn of the loop later: about 0.08 ms
-            # before each statement at one conversation.
+            # task of its own (before Python 3.12), a turn of the loop later, before each
+            # statement.
             await self._slots.acquire()
         conn: AsyncConnection | None = None
         try:

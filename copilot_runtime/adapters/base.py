@@ -94,7 +94,7 @@ async def chunks_per_read(
 
     Until the first delta (text, or a tool call's arguments), payloads are parsed and handed
     on one at a time: the first token goes out before the rest of its read is parsed (joined
-    from the start, it came 0.15-0.4 ms later at one user, 200 tokens). A payload equal to
+    from the start, it waited for the whole read). A payload equal to
     ``end`` ends the stream. A payload that cannot be parsed raises once the chunks before it
     are handed on. ``parse_read``, if given, parses the rest of a read at once: its chunks
     joined, and what parsing raised (as ``parse`` and ``joined`` would give them).

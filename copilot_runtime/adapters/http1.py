@@ -1,10 +1,10 @@
 """A small HTTP/1.1 client for the model services' streamed answers: pooled keep-alive
 connections, answers parsed by httptools (llhttp, which uvicorn serves with too).
 
-Why not aiohttp, which this replaced: measured with py-spy under 300 paced streams, aiohttp's
-per-chunk handling (its stream reader, its payload parser, its timers) and the request and
-response objects it builds per request were the largest costs of the runtime's own in the
-relay, and importing it added about 12 MiB to every web process. The runtime needs one thing
+Why not aiohttp, which this replaced: under many paced streams, aiohttp's per-chunk handling
+(its stream reader, its payload parser, its timers) and the request and response objects it
+builds per request were the largest costs of the runtime's own in the relay, and importing it
+added megabytes to every web process. The runtime needs one thing
 from a client: POST a body, get the status and headers, then the body's bytes as they come.
 That is what this module does, and nothing else (no redirects, cookies, proxies, compression
 or multipart; the services answer plain JSON or server-sent events).

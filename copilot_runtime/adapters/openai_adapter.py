@@ -48,8 +48,8 @@ def instruction_role(*, setting: str, url: str) -> str:
 def with_instruction_role(messages: list[dict[str, Any]], role: str) -> list[dict[str, Any]]:
     """``messages`` with every instruction in ``role`` (the list is copied only if one is not)."""
     # The roles present, gathered in C (``map`` over ``dict.get``): this runs over the whole
-    # history before every model request, and a generator's step per message cost about
-    # 50 us at 240 messages, where this costs a few.
+    # history before every model request, where a generator's step per message costs many
+    # times more.
     try:
         roles = set(map(dict.get, messages, repeat("role")))
     except TypeError:  # a message that is not a dict, or a role that is not a string
@@ -100,8 +100,8 @@ def parse_read(payloads: list[bytes]) -> tuple[list[ModelChunk], Exception | Non
     The payloads are decoded in one call, and a plain text delta (most of a reply) is taken
     as its string, not as a chunk of its own to be joined later. They are decoded first into
     the few fields a text delta is told by (``_TypedChunk``), skipping the rest (ids, model,
-    fingerprint...) without building it: 21 us for a read of 50 tokens, where decoding every
-    payload whole and walking its dicts took 42 (benchmarks/README.md). Any other payload is
+    fingerprint...) without building it: about half the time of decoding every payload whole
+    and walking its dicts. Any other payload is
     then decoded whole and parsed as ``parse_chunk`` parses it. A read that does not decode
     that way (a field of another type, bytes that are not UTF-8, not JSON) is parsed as
     before, payload by payload.

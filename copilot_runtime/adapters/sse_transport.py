@@ -1,8 +1,8 @@
 """POST a JSON request to a model service and read its server-sent events raw.
 
 Model SDKs configure clients and shape requests well, but their HTTP stack is the largest cost
-of a streamed turn here (measured with py-spy: the ``openai`` package's request pipeline and
-its httpx-based line reader took over a third of the server's CPU at 50 concurrent streams).
+of a streamed turn here (the ``openai`` package's request pipeline and its httpx-based line
+reader cost more of the server's CPU under many concurrent streams than the rest of the turn).
 This module is the hot path's transport instead: one keep-alive connection pool per adapter
 (per event loop, ``http1.py``), the ``data:`` payloads handed over as bytes in the groups one
 read of the socket delivered (the adapters join a group's deltas), retries before
@@ -35,8 +35,7 @@ from copilot_runtime.adapters.http1 import (
 
 _DATA = b"data:"
 # A ``data:`` line's payload, found in a read's whole lines at once: one call of the regular
-# expression engine where splitting the read into lines and testing each took about half as
-# long again (benchmarks/README.md).
+# expression engine, cheaper than splitting the read into lines and testing each.
 _DATA_LINE = re.compile(rb"^data:(.*)", re.MULTILINE)
 # Retried before anything was streamed, as the model SDKs do: conflicts, rate limits,
 # timeouts and server errors; never a client error.
@@ -137,8 +136,8 @@ class _SilenceWatch:
     """Fails an answer once a read has waited on it for ``seconds`` without a byte coming.
 
     One timer per stream, re-armed only when it falls due, not on every chunk received (a
-    per-read timer, as aiohttp's read timeout was, costs about 2 us per chunk on uvloop: a few
-    percent of the CPU of a stream paced token by token). Only the time a read spends waiting
+    per-read timer, as aiohttp's read timeout was, is a visible share of the CPU of a stream
+    paced token by token). Only the time a read spends waiting
     on the service counts (``Answer.waiting_since``), not the time the consumer takes between
     reads (the bytes it has not read yet are buffered).
     """

@@ -300,7 +300,7 @@ async def _stream(
 
     The body is sent from this task, and a watcher task cancels it when the client leaves
     first: one task per answer, where a sender task of its own and ``asyncio.wait`` on both
-    cost a task, a future and their callbacks more (benchmarks/README.md)."""
+    cost a task, a future and their callbacks more."""
     ended = False
 
     async def body() -> None:

@@ -101,7 +101,7 @@ class TurnRequest:
 
 def parse_datetime(raw: Any) -> dt.datetime | None:
     # Not cached: the web parses a re-sent history message once while it is remembered
-    # (copilot_runtime/events/recent.py), and fromisoformat takes about 0.1 us.
+    # (copilot_runtime/events/recent.py), and fromisoformat is cheap.
     if not isinstance(raw, str) or not raw:
         return None
     try:

@@ -3,9 +3,9 @@
 
 Celery's default strategy makes each task message a ``Request``, which the threads pool runs
 on one of its threads; the run task's thread then hands its runs to the process's run loop and
-waits for them. In the celery shape (50 conversations, one threads-pool worker) the pool's
-threads held 8 % of the worker's GIL time and the default strategy's handler 3 % more (py-spy),
-and every turn's hop crossed one more thread. With the threads pool this strategy starts the
+waits for them. Under load the pool's threads and the default strategy's handler held a
+visible share of the worker's GIL time, and every turn's hop crossed one more thread. With the
+threads pool this strategy starts the
 task's coroutine on the run loop from the consumer itself and acknowledges the message when it
 ends, failed or not, as ``acks_late`` does. Any other pool gets Celery's default strategy: a
 prefork child executes its runs as before.

@@ -5,9 +5,9 @@ each a Redis client with a lock that orders its publishes and subscriptions. Thr
 inside, each with the layer's public API as its fallback:
 
 - **Many group messages in one round trip** (``publish_many``). ``group_send`` publishes one
-  message per call under the shard's lock: the batches of fifty runs flushed at the same
-  moment queued behind each other's round trips on the worker's one event loop (py-spy: a tenth
-  of its time). Here the messages of one moment go to each shard as one pipeline of
+  message per call under the shard's lock: the batches of many runs flushed at the same
+  moment queued behind each other's round trips on the worker's one event loop. Here the
+  messages of one moment go to each shard as one pipeline of
   ``PUBLISH`` commands, under the same lock, serialized by the layer itself: followers receive
   exactly what ``group_send`` would have published.
 - **A run's claim on the shard's Redis** (``set_if_absent``, ``eval_with_groups``):
@@ -35,7 +35,7 @@ from copilot_runtime.fastlane import lane_open
 
 
 def is_redis_pubsub(layer: Any) -> bool:
-    # Never imported here: a process on another layer does not load redis-py (~15 MiB).
+    # Never imported here: a process on another layer does not load redis-py.
     pubsub = sys.modules.get("channels_redis.pubsub")
     return pubsub is not None and isinstance(layer, pubsub.RedisPubSubChannelLayer)
 
@@ -142,8 +142,7 @@ def own_queue(layer: Any) -> OwnQueue | None:
 # never left. channels_redis's reader waits for messages while its connection has a
 # subscription, and sleeps 100 ms at a time while it has none: a follower that joined during
 # that sleep got its run's first batch up to 100 ms late. Once every follower left (one user
-# between two turns), that was every turn: TTFT p50 about 101 ms through the celery shape at
-# one user on the twenty-fourth session's host (benchmarks/README.md).
+# between two turns), that was every turn: the first token of each came that much later.
 _AWAKE_CHANNEL = "awake"
 _AWAKE: weakref.WeakSet[Any] = weakref.WeakSet()  # the loop layers whose connections hold it
 

@@ -5,8 +5,8 @@ A Celery worker's consumer thread handles every run's task message on its way to
 records the message as unacknowledged (kombu's emulation of acknowledgements on Redis: the
 whole message written to a hash, so that a lost worker's runs are delivered again), and later
 removes that record. On this transport, as kombu ships it, each record and each removal builds
-a new redis-py client (about 100 µs in redis-py 8, which fills a table of its reply callbacks
-for every client: redis/redis-py#3624). Here one client serves a channel's records and
+a new redis-py client (costly in redis-py 8, which fills a table of its reply callbacks for
+every client: redis/redis-py#3624). Here one client serves a channel's records and
 removals (a redis-py client is safe to share across threads: each command takes a connection
 from the pool). Messages are decoded and recorded by kombu's own JSON: a run's task carries a
 reference to its thread's history, not the history (copilot_runtime/runs/task_history.py),
@@ -14,8 +14,8 @@ and is a kilobyte or two.
 
 A consumed message's record is sent before its handler runs, as kombu writes it, but its
 reply is read after the handler has returned. The record is a round trip to Redis on the
-consumer thread (0.43 ms at one conversation, between the message's arrival and its handler),
-and a run task's handler only hands the run to the run loop (copilot_runtime/fastlane/celery.py):
+consumer thread, between the message's arrival and its handler, and a run task's handler only
+hands the run to the run loop (copilot_runtime/fastlane/celery.py):
 the model is now asked during that round trip. What a worker lost early loses is unchanged: the
 record is on its way to Redis before the run starts. An acknowledgement the handler asks for is
 carried out by the consumer's own loop after the reply; a message the handler acknowledged or

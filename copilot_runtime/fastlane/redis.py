@@ -4,14 +4,13 @@ redis-py's asyncio client (8.x) runs each command through more than the command:
 pooled connection under the pool's lock and checks it for unread data (a read under a zero
 timeout, a turn or two of the event loop), records the call's duration and the connections'
 counts for its metrics, and dispatches an event when it gives the connection back. That is
-about 30 µs of CPU per command more than writing the command and reading its reply (uvloop,
-a local Redis: 77-95 µs against 52), and the command reaches its socket only after those turns
-of the loop, whatever else the loop does meanwhile.
+more CPU per command than writing the command and reading its reply take, and the command
+reaches its socket only after those turns of the loop, whatever else the loop does meanwhile.
 
 On a run's way this matters twice: the web's push of the run's task, and the worker's script
 that claims the run and announces its first token. A model answering at once hands the run
 its whole reply in one read, and the run parsed all of it during those turns, before the
-script was written (0.3 ms of the relayed first token at one conversation). Here the command
+script was written, delaying the relayed first token. Here the command
 is written at once, and only its reply is waited for.
 
 What redis-py's client does besides is left out on purpose: its retries (each caller already

@@ -16,7 +16,7 @@ so converting the root types again returns the same graphql-core types with the 
 resolvers, and its ``type_map`` holds the types strawberry was given in ``types=``. The
 directives are graphql-core's (its specified ones, ``@defer``, ``@stream``) and the schema's
 operation directives, converted. Which types and directives strawberry's schema holds, and
-in which order, is asked of strawberry with an introspection query (about 2 ms, once), so
+in which order, is asked of strawberry with an introspection query (once), so
 the built schema has the same ``type_map`` order, introspects and prints the same SDL
 (tests/copilot_runtime/fastlane/test_strawberry.py). A type or directive strawberry's schema
 has and the public API does not give (a ``@strawberry.schema_directive``: the runtime's schema

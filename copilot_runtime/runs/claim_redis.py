@@ -8,8 +8,8 @@ version of the run's row per run. A task's fresh first delivery now claims its r
 same script as the announcement of the run's first token (``claim_in_layer_announcing``: the
 claim then costs no round trip of its own; engine/run_claim.py decides), and the run's start
 is recorded with its first write (``RunStart``) or its first heartbeat, whichever comes first:
-for a short run, with its end, in one statement. Paired stacks at 50 users: a fifth more
-requests a second, and a worker's CPU per request a fifth lower (benchmarks/README.md).
+for a short run, with its end, in one statement: a worker does less per run, and serves more
+runs a second.
 
 Only where that is safe: a delivery the broker made again (its run may have started
 elsewhere), a task that waited in the queue for half of ``PENDING_TIMEOUT_SECONDS`` (the

@@ -128,9 +128,8 @@ def _task_arguments(run_id: str, placement: dict[str, Any] | None) -> dict[str, 
     return {
         "args": [run_id] if placement is None else [run_id, placement],
         # The message's readable form of its arguments (worker logs, monitoring) names the run
-        # only: by default Celery builds it with a safe repr of the whole conversation (a sixth
-        # of send_task's time at 50 conversations, py-spy) and shows it to every log and
-        # monitor.
+        # only: by default Celery builds it with a safe repr of the whole conversation (a good
+        # part of send_task's time) and shows it to every log and monitor.
         "argsrepr": repr([run_id]),
         "time_limit": task_time_limit_seconds(),
     }
@@ -160,8 +159,8 @@ async def enqueue_run(*, run_id: str, placement: dict[str, Any] | None = None) -
 
     Runs this loop queues while its previous push is in flight go together, in one message
     of ``EXECUTE_RUNS_TASK``: a worker then pays Celery's and kombu's handling of a message
-    (its delivery, acknowledgement, decoding and task tracing: about a third of the worker's
-    CPU per run at 50 conversations) once per group. A loop that queues one run at a time
+    (its delivery, acknowledgement, decoding and task tracing: a large part of the worker's
+    CPU per run under load) once per group. A loop that queues one run at a time
     pushes each at once, as a message of ``EXECUTE_RUN_TASK``."""
     from celery import current_app
     from redis.exceptions import ConnectionError as RedisConnectionError

@@ -63,8 +63,8 @@ class GroupListener:
 
         A leaver cancelled meanwhile does not cut the leaving short: a run's follower is
         stopped as soon as its answer ends, often while it is leaving, and an interrupted
-        ``UNSUBSCRIBE`` kept the group subscribed in Redis and in this process, for good (nine in
-        ten followed runs of a celery-shape web process at 50 users, benchmarks/README.md)."""
+        ``UNSUBSCRIBE`` kept the group subscribed in Redis and in this process, for good (most
+        followed runs of a busy celery-shape web process)."""
         if self._left:
             return
         self._left = True

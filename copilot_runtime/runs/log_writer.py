@@ -2,8 +2,8 @@
 
 While a model streams, each run's flusher logs its new events every ``EVENT_FLUSH_MS`` (30 ms
 while a worker relays the run, 250 ms inline). Written one run at a time, fifty streams on a
-worker made about 1,650 statements a second, and each statement's round trip cost that
-worker's one event loop more than the model's tokens did (py-spy). Flushers wake on a common
+worker made a statement each per interval, and each statement's round trip cost that worker's
+one event loop more than the model's tokens did. Flushers wake on a common
 grid of their interval instead (``next_flush_at``), and the batches handed over in the same
 turn of the loop, or while the previous write was in flight, go to the database as one
 statement, and to the channel layer as one round trip (``announce_batches``).

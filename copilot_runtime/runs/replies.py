@@ -2,8 +2,8 @@
 
 A web process that queues a run on a Celery worker follows it to its end. It used to join the
 run's own group for that: on the Redis pub/sub layer a ``SUBSCRIBE`` before the run was queued
-and an ``UNSUBSCRIBE`` after it, 0.4-0.5 ms of the web's CPU per run in a probe (twenty-fifth
-session, benchmarks/README.md) and two commands for Redis, every turn. Instead each event loop
+and an ``UNSUBSCRIBE`` after it, CPU on the web and two commands for Redis, every turn. Instead
+each event loop
 joins a group of its own once (``LoopReplies``), the run's task names it (``reply_to`` in the
 placement), and the worker announces the run's batches there too, each naming its run
 (``announcements``); the loop hands each batch to its run's follower (``ReplySlot``).

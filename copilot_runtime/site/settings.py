@@ -129,7 +129,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         DATABASES["default"]["CONN_MAX_AGE"] = int(os.environ.get("WORKER_CONN_MAX_AGE", "300"))
     elif env_bool("DATABASE_POOL", True):
         # Django runs each async request's ORM calls on a thread of its own, so without a pool
-        # every request would open a new connection (~6 ms of connect and authentication).
+        # every request would open a new connection (a connect and an authentication each).
         options["pool"] = {
             "min_size": int(os.environ.get("DATABASE_POOL_MIN", "2")),
             "max_size": int(os.environ.get("DATABASE_POOL_MAX", "20")),
@@ -160,7 +160,7 @@ if REDIS_URL:
     # is published, where the list-based one pops each of a process's messages with a round
     # trip of its own (one reader per process), which queued the worker's announcements under
     # load. The relay tolerates a lost announcement (it reads the event log), so pub/sub's
-    # at-most-once delivery costs nothing (benchmarks/README.md, "The worker's run slots").
+    # at-most-once delivery costs nothing.
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
@@ -244,7 +244,7 @@ CELERY_BEAT_SCHEDULE = {
 # The standalone site's Celery app, loaded with its settings as the official Django pattern
 # loads it from the project package (a host project's own app finds the runtime's tasks), so
 # that it is the current app when a web process queues a run. A web process on the inline
-# executor queues nothing and leaves Celery unloaded (6-7 MiB of its memory); the ``celery``
+# executor queues nothing and leaves Celery unloaded (and out of its memory); the ``celery``
 # command loads the app itself (``-A copilot_runtime.site`` finds ``copilot_runtime.site.celery``).
 _executor_choice = os.environ.get("COPILOT_RUNTIME_EXECUTOR") or COPILOT_RUNTIME.get("EXECUTOR", "")
 if CELERY_WORKER_PROCESS or str(_executor_choice).strip().strip('"').lower() == "celery":
