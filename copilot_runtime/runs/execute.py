@@ -11,11 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import enum
 import logging
 from collections.abc import Callable
 from typing import Any
-
-from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from conversations.models import RunStatus
 from conversations.services.runs import LoggedEvent, RunOutcome
@@ -23,9 +22,6 @@ from conversations.store import turn_store
 from conversations.store.types import (
     PreparedTurn,
     Progress,
-    RunStart,
-    SpanWrite,
-    turn_committed,
 )
 from copilot_runtime.adapters import adapter_from_settings
 from copilot_runtime.conf import runtime_setting
@@ -42,11 +38,16 @@ from copilot_runtime.events.request import TurnRequest, message_for_hooks
 from copilot_runtime.guardrails.errors import interrupted_message_reason, is_denial
 from copilot_runtime.guardrails.gate import ServerActionCheck, run_guarded
 from copilot_runtime.runs.claim import FoldedClaim, claim_run
-from copilot_runtime.runs.heartbeats import heartbeat_for_loop
-from copilot_runtime.runs.log_writer import log_writer_for_loop, next_flush_at
+from copilot_runtime.runs.flusher import Flusher
 from copilot_runtime.runs.recorder import CANCELLED_REASON, STREAM_ERROR_REASON, RunRecorder
 from copilot_runtime.runs.relay import announce_batch
-from copilot_runtime.runs.stops import stops_for_loop
+from copilot_runtime.runs.watchdog import (
+    OverLimit,
+    Watchdog,
+    cancelling_this_task,
+    stop_if_unstored,
+    watch_if_claimed,
+)
 from copilot_runtime.tracing.tracer import RunTracer
 
 logger = logging.getLogger(__name__)
@@ -55,343 +56,32 @@ UNEXPECTED_ERROR_MESSAGE = "An unexpected error occurred. Please check the serve
 RUN_TIME_LIMIT_CODE = "RUN_TIME_LIMIT_EXCEEDED"
 
 
-class _Flusher:
-    """Writes the recorder's batches one at a time, off the streaming path.
+class Claim(enum.Enum):
+    """How the process executing a run takes it from pending to running."""
 
-    A write in progress is never cancelled: a batch taken from the recorder must reach the
-    database, or the log would have a hole.
-    """
+    # Marked running, then the model is asked (a redelivered task learns first whether its run
+    # started already).
+    BEFORE_ASKING = "before-asking"
+    # Stored running already: an inline run, which ``turn_start`` marked with its request.
+    HELD = "held"
+    # Marked running while the model is already asked: a round trip off a relayed run's first
+    # token. For a task's first delivery only: a duplicate then asks the model too, though it
+    # stores and tells nothing.
+    WHILE_ASKING = "while-asking"
+    # The same, claimed in Redis where the channel layer is, its start recorded with the run's
+    # first write (runs/claim_redis.py).
+    WHILE_ASKING_IN_REDIS = "while-asking-in-redis"
 
-    def __init__(
-        self,
-        recorder: RunRecorder,
-        interval: float,
-        prepared: PreparedTurn | None,
-        *,
-        first_token_at_once: bool = True,
-        claim: FoldedClaim | None = None,
-    ) -> None:
-        self._recorder = recorder
-        # Taken with the run's first announcement (its first token), or before its first write.
-        self._claim = claim
-        self._first_token_at_once = first_token_at_once
-        self._thread_pk = prepared.thread_pk if prepared is not None else None
-        self._next_position = prepared.next_position if prepared is not None else None
-        # A run started while its turn's write was in flight writes nothing before that
-        # write commits (its rows refer to the run's), and nothing at all if it failed.
-        self._stored = prepared.stored if prepared is not None else None
-        self.unstored = False
-        self._store = turn_store()
-        self._interval = interval
-        self._outcome: RunOutcome | None = None
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        # The writing task starts at the first point of the grid after the run's first event
-        # (or at once for a relayed first token). A run that ends before it never needs one:
-        # close() writes everything (most runs against a fast model).
-        self._start_timer: asyncio.TimerHandle | None = None
-        self._closing = False
-        self._unwritten: list[Progress] = []
-        # A relayed run's first batch with a token: announced at once, written with the
-        # run's next write (see _write).
-        self._told: Progress | None = None
-        # A run claimed outside the database (engine/claims.py): its start, recorded with its
-        # first write.
-        self._run_start: RunStart | None = None
-        # Cuts a wait for the grid short: the run's end, or (relayed) its first token.
-        self._hurry = asyncio.Event()
-        # The first batch waits for the next point of the grid too (at most an interval). On
-        # the event loop's clock, the flush timers' clock.
-        self._last_flush = asyncio.get_running_loop().time()
+    @property
+    def while_asking(self) -> bool:
+        return self in (Claim.WHILE_ASKING, Claim.WHILE_ASKING_IN_REDIS)
 
-    def record_start(self, start: RunStart) -> None:
-        """Record the run's start (pending -> running) with its first write."""
-        self._run_start = start
-
-    def poke(self) -> None:
-        first_token = self._first_token_at_once and self._recorder.first_token_pending
-        if self._task is None:
-            if first_token:
-                self._start()
-            elif self._start_timer is None:
-                loop = asyncio.get_running_loop()
-                due = next_flush_at(last_flush=self._last_flush, interval=self._interval)
-                self._start_timer = loop.call_at(due, self._start)
-        self._wake.set()
-        if first_token:
-            self._hurry.set()
-
-    def _start(self) -> None:
-        if self._start_timer is not None:
-            self._start_timer.cancel()
-            self._start_timer = None
-        if self._task is None and not self._closing:
-            self._task = asyncio.create_task(self._loop())
-
-    async def _loop(self) -> None:
-        while not self._closing:
-            await self._wake.wait()
-            self._wake.clear()
-            first_token = self._first_token_at_once and self._recorder.first_token_pending
-            if not (self._closing or first_token):
-                # Coalesce: at most one write per interval, except for the first token, on the
-                # grid all the loop's runs share: their timers are due at the very same loop
-                # time, so they wake in one turn of the loop and their batches go out as one
-                # statement. The run's end cuts the wait short: close() writes what is left.
-                # Relayed, so does the first token: what the run emitted before the model
-                # answered goes out with it, in one write and one announcement, instead of a
-                # write the first token would then queue behind.
-                due = next_flush_at(last_flush=self._last_flush, interval=self._interval)
-                if due > asyncio.get_running_loop().time():
-                    with contextlib.suppress(TimeoutError):
-                        async with asyncio.timeout_at(due):
-                            await self._hurry.wait()
-            if self._closing:
-                return
-            self._hurry.clear()
-            try:
-                await self._write()
-            except Exception:
-                # Kept, and retried with the next batch (a database that hiccuped); the run
-                # goes on streaming meanwhile.
-                logger.warning(
-                    "writing a batch of run %s failed; retrying with the next one",
-                    self._recorder.run_id,
-                    exc_info=True,
-                )
-
-    async def _write(
-        self, outcome: RunOutcome | None = None, trace: SpanWrite | None = None
-    ) -> None:
-        if not self._recorder.has_pending and outcome is None and self._told is None:
-            return
-        if (
-            self._stored is not None
-            and not self._claims_announcing(outcome)
-            and not await self._claimed()
-        ):
-            return
-        if outcome is None and self._closing:
-            # The run ended while this write waited for its turn's write: close() takes
-            # everything, the run's end events with its status.
-            return
-        batch = self._recorder.take_batch()
-        first_position = self._next_position
-        if first_position is not None:
-            self._next_position = first_position + len(batch.messages)
-        self._last_flush = asyncio.get_running_loop().time()
-        progress = Progress(
-            events=batch.events,
-            messages=batch.messages,
-            agent_states=batch.agent_states,
-            first_token_at=batch.first_token_at,
-            outcome=outcome,
-            interrupted=self._recorder.interrupted,
-            first_position=first_position,
-            trace=trace,
-            start=self._run_start,
-        )
-        self._run_start = None  # this write records it now (or, failing, the one retrying it)
-        told = 0
-        if self._told is not None:
-            told = len(self._told.events)
-            progress = _joined(self._told, progress)
-            self._told = None
-        # Earlier batches whose write failed go first, so the log stays in order; this one
-        # waits behind them if they fail again (taken from the recorder, it is only here).
-        try:
-            while self._unwritten:
-                await self._store.record(
-                    run_id=self._recorder.run_id,
-                    thread_pk=self._thread_pk,
-                    progress=self._unwritten[0],
-                )
-                await announce_batch(self._recorder.run_id, self._unwritten.pop(0).events)
-        except Exception:
-            if outcome is None:
-                self._unwritten.append(progress)
-            raise
-        # Relayed, the first token is announced at once, on its own: queued behind the loop's
-        # write in flight, it would reach the followers that much later. Everything else
-        # (inline, the first token's time too) is written, then announced, with what the
-        # loop's other runs hand over meanwhile.
-        alone = self._first_token_at_once and batch.first_token_at is not None
-        if (
-            self._stored is not None
-            and not (alone and outcome is None)
-            and not await self._claimed()
-        ):
-            return  # nothing of the run is stored: the batch goes with it
-        try:
-            if alone and outcome is None and self._stored is not None and self._claim is not None:
-                # The claim rides on the first token's announcement (run_claim.py).
-                if not await self._claim.announcing(progress.events):
-                    self.unstored = True
-                    return
-                self._stored = None
-                if not self._claim.announced:
-                    await announce_batch(self._recorder.run_id, progress.events)
-                self._told = progress
-                self._wake.set()
-                return
-            if alone and outcome is None:
-                # ... and written with the run's next write (its end, or the next point of the
-                # grid: the loop comes round again), one statement a run where it was two. A
-                # follower that misses the announcement finds the batch in the log, as every
-                # later announcement follows that write's commit. Never the run's end: a
-                # client told of it may send its next turn at once.
-                await announce_batch(self._recorder.run_id, progress.events)
-                self._told = progress
-                self._wake.set()
-                return
-            if alone:
-                await self._store.record(
-                    run_id=self._recorder.run_id, thread_pk=self._thread_pk, progress=progress
-                )
-            else:
-                await log_writer_for_loop().write(
-                    run_id=self._recorder.run_id,
-                    thread_pk=self._thread_pk,
-                    progress=progress,
-                    told=told,
-                )
-                return  # written and announced (but for what was told already)
-        except Exception:
-            if trace is None:
-                if outcome is None:
-                    self._unwritten.append(progress)
-                raise
-            # Tracing is best effort: the run's end is stored without its spans rather than
-            # not at all.
-            logger.warning(
-                "storing the spans of run %s failed; its end is stored without them",
-                self._recorder.run_id,
-                exc_info=True,
-            )
-            progress.trace = None
-            await self._store.record(
-                run_id=self._recorder.run_id, thread_pk=self._thread_pk, progress=progress
-            )
-        # Logged (and committed) first, announced second: a follower can always catch up.
-        await announce_batch(self._recorder.run_id, progress.events[told:])
-
-    def _claims_announcing(self, outcome: RunOutcome | None) -> bool:
-        """Whether this write's claim may ride on the first token's announcement."""
-        return (
-            self._claim is not None
-            and self._claim.open
-            and outcome is None
-            and self._first_token_at_once
-            and self._recorder.first_token_pending
-        )
-
-    async def _claimed(self) -> bool:
-        """Wait for the run's claim (taking it now if it waited for an announcement)."""
-        if self._claim is not None:
-            self._claim.take()
-        assert self._stored is not None
-        if not await turn_committed(self._stored):
-            self.unstored = True
-            return False
-        self._stored = None
-        return True
-
-    async def close(self, outcome: RunOutcome, trace: SpanWrite | None = None) -> None:
-        """Write everything still pending, and the run's end (with its spans), after any
-        write in progress."""
-        self._closing = True
-        if self._start_timer is not None:
-            self._start_timer.cancel()
-            self._start_timer = None
-        self._hurry.set()
-        self._wake.set()
-        if self._task is not None:
-            await self._task
-        await self._write(outcome, trace)
-
-
-def _joined(told: Progress, later: Progress) -> Progress:
-    """One write of a batch announced already and the run's next one: the same rows, in order."""
-    return Progress(
-        events=told.events + later.events,
-        messages=told.messages + later.messages,
-        agent_states=told.agent_states + later.agent_states,
-        first_token_at=told.first_token_at or later.first_token_at,
-        outcome=later.outcome,
-        interrupted=later.interrupted,
-        first_position=told.first_position,
-        trace=later.trace,
-        start=told.start or later.start,
-    )
-
-
-class _OverLimit:
-    """Called when a run's time is up: stops its turn, and remembers it did."""
-
-    def __init__(self, turn_task: asyncio.Task[Any]) -> None:
-        self._turn_task = turn_task
-        self.hit = False
-
-    def __call__(self) -> None:
-        if not self._turn_task.done():
-            self.hit = True
-            self._turn_task.cancel()
-
-
-def _cancelling_this_task() -> bool:
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
-
-
-class _Watchdog:
-    """While a run executes: renew its heartbeat, and stop it when a stop is requested
-    (told at once on the layer, and checked in the database with each heartbeat)."""
-
-    def __init__(self, run_id: str, target: asyncio.Task[Any], *, in_process: bool) -> None:
-        self._run_id = run_id
-        self._target = target
-        self._in_process = in_process
-        self._listening = False
-        self._started = False
-        self._stopped = False
-
-    def start(self) -> None:
-        if self._started or self._stopped:
-            return  # a claim that committed after the run had ended: nothing left to watch
-        self._started = True
-        # The heartbeat is renewed with every other run of this loop's (one statement).
-        heartbeat_for_loop().register(self._run_id, self._stop_target)
-        # A run executing where it is streamed (inline) is stopped through this process's live
-        # registry; an in-memory layer reaches no other process, so listening on it would only
-        # cost a task.
-        self._listening = not (
-            self._in_process and isinstance(get_channel_layer(), InMemoryChannelLayer)
-        )
-        if self._listening:
-            stops_for_loop().register(self._run_id, self._stop_target)
-
-    def _stop_target(self) -> None:
-        if not self._target.done():
-            self._target.cancel()
-
-    async def stop(self) -> None:
-        """Stop watching."""
-        self._stopped = True
-        if not self._started:
-            return
-        heartbeat_for_loop().unregister(self._run_id)
-        if self._listening:
-            stops_for_loop().unregister(self._run_id)
-
-
-def _watch_if_claimed(claim: asyncio.Future[None], watchdog: _Watchdog) -> None:
-    if not claim.cancelled() and claim.exception() is None:
-        watchdog.start()
-
-
-def _stop_if_unstored(stored: asyncio.Future[None], turn_task: asyncio.Task[Any]) -> None:
-    if stored.cancelled() or stored.exception() is not None:
-        turn_task.cancel()
+    @classmethod
+    def for_delivery(cls, *, first_delivery: bool, in_redis: bool) -> Claim:
+        """A Celery task's claim: while asking on its first delivery, before on a redelivery."""
+        if not first_delivery:
+            return cls.BEFORE_ASKING
+        return cls.WHILE_ASKING_IN_REDIS if in_redis else cls.WHILE_ASKING
 
 
 async def run_execute(
@@ -401,18 +91,11 @@ async def run_execute(
     request: TurnRequest,
     publish: Callable[[Event], None] | None = None,
     prepared: PreparedTurn | None = None,
-    started: bool = False,
-    claim_while_streaming: bool = False,
-    claim_in_redis: bool = False,
+    claim: Claim = Claim.BEFORE_ASKING,
 ) -> str:
     """Run the turn of a prepared run to its end; returns the final status ("" when the run
-    was not pending, e.g. a redelivered task whose run already started).
-
-    ``claim_while_streaming``: mark the run running at the same time as the model is asked,
-    rather than before (a round trip off a relayed run's first token). For a task's first
-    delivery only: a duplicate then asks the model too, though it stores and tells nothing.
-    ``claim_in_redis`` (with it, for a fresh first delivery): claim the run in Redis where
-    the channel layer is there, and record its start with its first write (engine/claims.py)."""
+    was not pending, e.g. a redelivered task whose run already started). ``claim``: how this
+    process takes the run from pending to running (``Claim``)."""
     adapter = adapter_from_settings(request.agent_name)
     model = request.forwarded.model or adapter.default_model
     recorder = RunRecorder(run_id=run_id, thread_id=thread_id, agent_name=request.agent_name)
@@ -425,23 +108,24 @@ async def run_execute(
     # the log's batches are the stream's pace, and the first token is announced at once (with
     # whatever the run emitted before it), then written with the next batch.
     flush_ms = runtime_setting("INLINE_EVENT_FLUSH_MS" if publish else "EVENT_FLUSH_MS")
-    claim: asyncio.Future[None] | None = None
+    claimed: asyncio.Future[None] | None = None
     folded: FoldedClaim | None = None
-    if claim_while_streaming and not started and prepared is not None and prepared.stored is None:
+    started = claim is Claim.HELD
+    if claim.while_asking and prepared is not None and prepared.stored is None:
         # The run is claimed (pending -> running) while the model is already asked, and
         # counts as a turn whose write is in flight: nothing of it is written, announced or
         # acted on before the claim commits, and nothing at all if the run was not pending.
-        if claim_in_redis:
+        if claim is Claim.WHILE_ASKING_IN_REDIS:
             # The flusher is made below, before the claim can be taken.
             folded = FoldedClaim(
                 run_id=run_id, model=model, record_start=lambda start: flusher.record_start(start)
             )
-            claim = folded.stored
+            claimed = folded.stored
         else:
-            claim = asyncio.ensure_future(claim_run(run_id=run_id, model=model))
-        prepared = dataclasses.replace(prepared, stored=claim)
+            claimed = asyncio.ensure_future(claim_run(run_id=run_id, model=model))
+        prepared = dataclasses.replace(prepared, stored=claimed)
         started = True
-    flusher = _Flusher(
+    flusher = Flusher(
         recorder,
         float(flush_ms) / 1000,
         prepared,
@@ -520,26 +204,26 @@ async def run_execute(
     if stored is not None:
         # Started while its turn's write was in flight: a write that failed (a request that
         # raced this one onto the thread) stops the run, which then stores nothing.
-        stored.add_done_callback(lambda done: _stop_if_unstored(done, turn_task))
-    watchdog = _Watchdog(run_id, turn_task, in_process=publish is not None)
-    if claim is None:
+        stored.add_done_callback(lambda done: stop_if_unstored(done, turn_task))
+    watchdog = Watchdog(run_id, turn_task, in_process=publish is not None)
+    if claimed is None:
         watchdog.start()
     else:
         # Watched once it is this run's: a duplicate must not take over (or end) the heartbeat
         # of the delivery that executes the run.
-        claim.add_done_callback(lambda done: _watch_if_claimed(done, watchdog))
+        claimed.add_done_callback(lambda done: watch_if_claimed(done, watchdog))
     status = RunStatus.SUCCEEDED
     limit = float(runtime_setting("RUN_TIME_LIMIT_SECONDS"))
     # The run's own time limit stops the turn, and the run's end is recorded like any other.
     # A timer cancelling the turn, where a timeout around a shield of it cost a timer, a
     # future and their callbacks more per run.
-    over_limit = _OverLimit(turn_task)
+    over_limit = OverLimit(turn_task)
     timer = asyncio.get_running_loop().call_later(limit, over_limit)
     try:
         try:
             await turn_task
         except asyncio.CancelledError:
-            if not over_limit.hit or _cancelling_this_task():
+            if not over_limit.hit or cancelling_this_task():
                 raise  # stopped: handled below
         except Exception:
             if not over_limit.hit:

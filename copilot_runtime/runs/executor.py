@@ -32,7 +32,7 @@ from copilot_runtime.events.request import (
     turn_request_to_payload,
 )
 from copilot_runtime.runs.claim_redis import claim_in_layer_allowed, queued_now
-from copilot_runtime.runs.execute import run_execute
+from copilot_runtime.runs.execute import Claim, run_execute
 from copilot_runtime.runs.inbox import Inbox
 from copilot_runtime.runs.layer_groups import GroupListener, leave_quietly
 from copilot_runtime.runs.live import LiveRun, live_run_forget, live_run_get, live_run_register
@@ -247,7 +247,7 @@ def start_inline(
                 publish=live.publish,
                 prepared=prepared,
                 # Prepared by turn_start, the run was stored already running.
-                started=prepared is not None,
+                claim=Claim.HELD if prepared is not None else Claim.BEFORE_ASKING,
             )
         finally:
             live.close()
@@ -396,8 +396,10 @@ async def run_execute_stored(
                 thread_id=prepared.thread_id,
                 request=await request_of_task(run_id=run_id, placement=placement),
                 prepared=prepared,
-                claim_while_streaming=first_delivery,
-                claim_in_redis=first_delivery and claim_in_layer_allowed(placement),
+                claim=Claim.for_delivery(
+                    first_delivery=first_delivery,
+                    in_redis=first_delivery and claim_in_layer_allowed(placement),
+                ),
             )
     run = await db_sync_to_async(_stored_run)(run_id)
     if run.status != RunStatus.PENDING:

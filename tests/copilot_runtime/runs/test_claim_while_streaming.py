@@ -34,7 +34,7 @@ from copilot_runtime.events.request import TurnRequest
 from copilot_runtime.graphql.turn_input import parse_generate_input
 from copilot_runtime.runs import claim as run_claim
 from copilot_runtime.runs.claim_redis import KEY_PREFIX, claim_in_layer, claim_in_layer_announcing
-from copilot_runtime.runs.execute import run_execute
+from copilot_runtime.runs.execute import Claim, run_execute
 from copilot_runtime.runs.heartbeats import heartbeat_for_loop
 from copilot_runtime.runs.recorder import RunRecorder
 from copilot_runtime.runs.relay import run_group
@@ -79,8 +79,7 @@ async def _execute(
             thread_id=prepared.thread_id,
             request=request,
             prepared=prepared,
-            claim_while_streaming=True,
-            claim_in_redis=claim_in_redis,
+            claim=Claim.WHILE_ASKING_IN_REDIS if claim_in_redis else Claim.WHILE_ASKING,
         ),
         30,
     )

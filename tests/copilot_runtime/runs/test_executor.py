@@ -25,6 +25,7 @@ from copilot_runtime.events.request import turn_request_to_payload
 from copilot_runtime.graphql.turn_input import parse_generate_input
 from copilot_runtime.runs import executor
 from copilot_runtime.runs import start as service
+from copilot_runtime.runs.execute import Claim
 from copilot_runtime.runs.executor import (
     EXECUTE_RUN_TASK,
     enqueue_on_worker,
@@ -301,8 +302,12 @@ async def test_only_a_fresh_first_delivery_claims_its_run_in_redis(
     await run_execute_stored(run_id=run_id, placement=placement, first_delivery=first_delivery)
 
     [kwargs] = asked
-    assert kwargs["claim_while_streaming"] is first_delivery
-    assert kwargs["claim_in_redis"] is in_redis
+    if in_redis:
+        assert kwargs["claim"] is Claim.WHILE_ASKING_IN_REDIS
+    elif first_delivery:
+        assert kwargs["claim"] is Claim.WHILE_ASKING
+    else:
+        assert kwargs["claim"] is Claim.BEFORE_ASKING
 
 
 @pytest.mark.django_db(transaction=True)

@@ -1,4 +1,4 @@
-"""A run's flusher (engine/execute.py): its batches and its end, in order.
+"""A run's flusher (runs/flusher.py): its batches and its end, in order.
 
 The run's end events and its status go out in one write: a follower told the run has finished
 may send its follow-up at once, and must not find the thread busy.
@@ -15,7 +15,7 @@ from conversations.models import RunStatus
 from conversations.services.runs import RunOutcome, Usage
 from conversations.store.types import PreparedTurn, Progress
 from copilot_runtime.events import RunFinished, TextDelta, TextStart
-from copilot_runtime.runs import execute
+from copilot_runtime.runs import flusher as flushing
 from copilot_runtime.runs.recorder import RunRecorder
 
 
@@ -36,7 +36,7 @@ class Writes:
 @pytest.fixture
 def writes(monkeypatch: pytest.MonkeyPatch) -> Writes:
     seen = Writes()
-    monkeypatch.setattr(execute, "log_writer_for_loop", lambda: seen)
+    monkeypatch.setattr(flushing, "log_writer_for_loop", lambda: seen)
     return seen
 
 
@@ -49,7 +49,7 @@ async def test_a_run_ending_while_a_flush_waits_for_its_turns_write_ends_in_one_
     stored: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     prepared = PreparedTurn(run_id="r", thread_id="t", thread_pk=1, next_position=0, stored=stored)
     recorder = RunRecorder(run_id="r", thread_id="t", agent_name="default")
-    flusher = execute._Flusher(recorder, 0.001, prepared, first_token_at_once=False)
+    flusher = flushing.Flusher(recorder, 0.001, prepared, first_token_at_once=False)
     recorder.observe(TextStart(message_id="m"))
     recorder.observe(TextDelta(message_id="m", delta="Hi"))
     flusher.poke()
@@ -68,11 +68,11 @@ async def test_a_run_ending_while_a_flush_waits_for_its_turns_write_ends_in_one_
     assert logged == ["text_start", "text_delta", "run_finished"]
 
 
-def _streaming(interval: float) -> tuple[execute._Flusher, RunRecorder]:
+def _streaming(interval: float) -> tuple[flushing.Flusher, RunRecorder]:
     """An inline run's flusher, poked once its run has started a text message."""
     prepared = PreparedTurn(run_id="r", thread_id="t", thread_pk=1, next_position=0)
     recorder = RunRecorder(run_id="r", thread_id="t", agent_name="default")
-    flusher = execute._Flusher(recorder, interval, prepared, first_token_at_once=False)
+    flusher = flushing.Flusher(recorder, interval, prepared, first_token_at_once=False)
     recorder.observe(TextStart(message_id="m"))
     recorder.observe(TextDelta(message_id="m", delta="Hi"))
     flusher.poke()
@@ -153,12 +153,12 @@ async def test_a_batch_whose_earlier_batch_fails_again_is_kept_and_written_after
     async def announcing(run_id: str, events: Any) -> None:
         announced.append([event.type for event in events])
 
-    monkeypatch.setattr(execute, "log_writer_for_loop", lambda: writes)
-    monkeypatch.setattr(execute, "turn_store", lambda: store)
-    monkeypatch.setattr(execute, "announce_batch", announcing)
+    monkeypatch.setattr(flushing, "log_writer_for_loop", lambda: writes)
+    monkeypatch.setattr(flushing, "turn_store", lambda: store)
+    monkeypatch.setattr(flushing, "announce_batch", announcing)
     prepared = PreparedTurn(run_id="r", thread_id="t", thread_pk=1, next_position=0)
     recorder = RunRecorder(run_id="r", thread_id="t", agent_name="default")
-    flusher = execute._Flusher(recorder, 0.01, prepared, first_token_at_once=True)
+    flusher = flushing.Flusher(recorder, 0.01, prepared, first_token_at_once=True)
 
     recorder.observe(TextStart(message_id="m"))
     recorder.observe(TextDelta(message_id="m", delta="Hi"))

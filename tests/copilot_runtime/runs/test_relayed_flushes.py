@@ -101,11 +101,11 @@ async def _logged_types(run_id: str) -> list[str]:
 
 def _announced_batches(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """The event types of each batch announced to the run's followers, in order."""
-    from copilot_runtime.runs import execute as execute_module
+    from copilot_runtime.runs import flusher as flusher_module
     from copilot_runtime.runs import log_writer as log_writer_module
 
     announced: list[list[str]] = []
-    announce_batch = execute_module.announce_batch
+    announce_batch = flusher_module.announce_batch
     announce_batches = log_writer_module.announce_batches
 
     async def announcing(run_id: str, events: Any) -> None:
@@ -116,7 +116,7 @@ def _announced_batches(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
         announced.extend([event.type for event in events] for _, events in batches if events)
         await announce_batches(batches)
 
-    monkeypatch.setattr(execute_module, "announce_batch", announcing)
+    monkeypatch.setattr(flusher_module, "announce_batch", announcing)
     monkeypatch.setattr(log_writer_module, "announce_batches", announcing_many)
     return announced
 
@@ -197,11 +197,11 @@ async def test_the_first_token_is_announced_at_once_and_written_with_the_runs_ne
     # before any round trip to the database, and written with the run's next batch rather
     # than in a statement of its own. Everything else is told only once it is written (a
     # client told of the run's end may send its next turn at once).
-    from copilot_runtime.runs import execute as execute_module
+    from copilot_runtime.runs import flusher as flusher_module
     from copilot_runtime.runs import log_writer as log_writer_module
 
     steps: list[tuple[str, list[str]]] = []
-    announce_batch = execute_module.announce_batch
+    announce_batch = flusher_module.announce_batch
 
     async def announcing(run_id: str, events: Any) -> None:
         steps.append(("announced", [event.type for event in events]))
@@ -222,7 +222,7 @@ async def test_the_first_token_is_announced_at_once_and_written_with_the_runs_ne
             steps.append(("written", [event.type for event in entry.progress.events]))
         await record_many(self, entries=entries)
 
-    monkeypatch.setattr(execute_module, "announce_batch", announcing)
+    monkeypatch.setattr(flusher_module, "announce_batch", announcing)
     monkeypatch.setattr(log_writer_module, "announce_batches", announcing_many)
     monkeypatch.setattr(store_class, "record_many", recording)
     # Tokens 50 ms apart and a long interval: the first token's batch is told alone, and
@@ -251,10 +251,10 @@ async def test_a_first_token_whose_write_fails_is_written_and_told_again_with_th
     # database refuses the write that carries it (the next point of the grid): the batch is
     # kept, written ahead of the next one and announced again (followers skip the sequence
     # numbers they had), and the log ends whole.
-    from copilot_runtime.runs import execute as execute_module
+    from copilot_runtime.runs import flusher as flusher_module
 
     announced: list[list[int]] = []
-    announce_batch = execute_module.announce_batch
+    announce_batch = flusher_module.announce_batch
 
     async def announcing(run_id: str, events: Any) -> None:
         announced.append([event.seq for event in events])
@@ -271,7 +271,7 @@ async def test_a_first_token_whose_write_fails_is_written_and_told_again_with_th
             raise RuntimeError("the database hiccuped")
         await record_many(self, entries=entries)
 
-    monkeypatch.setattr(execute_module, "announce_batch", announcing)
+    monkeypatch.setattr(flusher_module, "announce_batch", announcing)
     monkeypatch.setattr(store_class, "record_many", refusing_the_first_token_once)
     # Tokens 50 ms apart and a 60 ms grid: the grid's next point comes before the run's end.
     run_id = await _execute_as_a_worker(fake_upstream, tokens=5, delay_ms=50, flush_ms=60)
