@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 from agents.registry import agent_get
 from agents.remote.announced import agent_resolve
-from agents.runners import agent_turn_events, check_agent_runnable, turn_server_actions
+from agents.turns import agent_turn_events, check_agent_runnable, turn_server_actions
 from copilot_runtime.adapters.base import ModelAdapter
 from copilot_runtime.engine.actions import ServerAction
 from copilot_runtime.engine.agent_host import BeforeServerAction

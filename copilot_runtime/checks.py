@@ -135,7 +135,7 @@ def _agents_and_adapters() -> Iterable[Error]:
     # Imported here: the registry and runners import the engine, which must not load while
     # the app registry is being populated.
     from agents.registry import agent_list
-    from agents.runners import check_agent_runnable
+    from agents.turns import check_agent_runnable
     from copilot_runtime.adapters import adapter_spec_for
     from copilot_runtime.adapters.kinds import AdapterSettingError, adapter_spec_check
     from copilot_runtime.errors import CopilotKitError

@@ -21,10 +21,8 @@ from typing import Any
 
 from django.conf import settings
 
-from conversations.store import turn_store_close
-from copilot_runtime.adapters import adapters_close
 from copilot_runtime.collector import settle_collector
-from copilot_runtime.runs.publish import task_publish_close
+from copilot_runtime.runs.resources import close_turn_resources
 
 logger = logging.getLogger(__name__)
 
@@ -32,20 +30,6 @@ Message = dict[str, Any]
 ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 
 _started = False
-
-
-async def close_turn_resources() -> None:
-    """Close the connections this event loop opened for turns. Never raises: a failing close
-    must not hold up a shutdown."""
-    for close, what in (
-        (turn_store_close, "the turn store"),
-        (adapters_close, "the adapters"),
-        (task_publish_close, "the task queue"),
-    ):
-        try:
-            await close()
-        except Exception:
-            logger.exception("closing the connections of %s failed", what)
 
 
 def runtime_started() -> None:

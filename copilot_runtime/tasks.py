@@ -31,7 +31,7 @@ from copilot_runtime.runs.executor import (
     runs_execute_stored,
 )
 from copilot_runtime.runs.reaper import runs_reap_stale
-from copilot_runtime.runs.worker_loop import run_on_process_loop
+from copilot_runtime.runs.worker_loop import run_on_process_loop, start_on_process_loop
 from copilot_runtime.runs.worker_recovery import keep_deliveries_through_reconnects
 
 # With the threads pool a run is acknowledged from another thread than the consumer's (the
@@ -93,6 +93,7 @@ def execute_runs_coroutine(
     reject_on_worker_lost=True,
     Strategy=RUN_TASK_STRATEGY,
     coroutine=staticmethod(execute_run_coroutine),
+    start_on_loop=staticmethod(start_on_process_loop),
 )
 def execute_run(self: Task, run_id: str, placement: dict[str, Any] | None = None) -> str:
     """Execute one prepared run. A task delivered again finds its run claimed and stores
@@ -109,6 +110,7 @@ def execute_run(self: Task, run_id: str, placement: dict[str, Any] | None = None
     reject_on_worker_lost=True,
     Strategy=RUN_TASK_STRATEGY,
     coroutine=staticmethod(execute_runs_coroutine),
+    start_on_loop=staticmethod(start_on_process_loop),
 )
 def execute_runs(self: Task, runs: list[list[Any]]) -> list[str]:
     """Execute several prepared runs at once, each as ``execute_run`` would (``runs``: [run id,

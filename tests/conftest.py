@@ -326,8 +326,8 @@ def _fresh_runtime_caches() -> Iterator[None]:
     from agents.remote.announced import announced_cache_clear
     from agents.remote.discovery import remote_info_cache_clear
     from conversations.store.known import KNOWN
+    from copilot_runtime.endpoints.caller_cache import caller_cache_clear
     from copilot_runtime.guardrails.rules import rules_cache_clear
-    from copilot_runtime.http.caller_cache import caller_cache_clear
     from copilot_runtime.tracing.cost import prices_cache_clear
 
     for clear in (

@@ -2,7 +2,7 @@
 ``values``) as the runtime's events.
 
 - ``events``: LangChain's ``astream_events`` events, mapped as for a LangGraph agent behind a
-  CopilotKit remote endpoint (agents/remote/langgraph_events.py): streamed text, tool calls,
+  CopilotKit remote endpoint (agents/peer_events/langgraph.py): streamed text, tool calls,
   CopilotKit's custom events;
 - ``updates``: ``__interrupt__`` pauses the run with a ``LangGraphInterruptEvent`` carrying
   the interrupt's value and id (the answer resumes it); tool messages a node added are the
@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from agents.interrupts import langgraph_interrupt
-from agents.remote.langgraph_events import LangGraphEventMapper
+from agents.peer_events.langgraph import LangGraphEventMapper
 from copilot_runtime.events import ActionResult, AgentStateSnapshot, Event, RunError
 
 AGENT_ERROR_CODE = "AGENT_ERROR"

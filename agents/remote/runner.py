@@ -19,12 +19,12 @@ from typing import Any
 import httpx
 import orjson
 
+from agents.peer_events.copilotkit import runtime_event_line
+from agents.peer_events.langgraph import LangGraphEventMapper
 from agents.peer_http import TIMEOUT_CODE, PeerCallContext, PeerError, peer_stream
 from agents.registry import AgentSpec
 from agents.remote.config import RemoteEndpoint, remote_endpoint_get
-from agents.remote.langgraph_events import LangGraphEventMapper
 from agents.remote.messages import runtime_messages
-from agents.remote.runtime_events import runtime_event_line
 from agents.runners.context import TurnContext
 from agents.runners.stream import AgentStream, normalized_events
 from copilot_runtime.engine.actions import ServerAction

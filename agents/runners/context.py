@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,9 @@ class TurnContext:
     request: TurnRequest
     adapter: ModelAdapter
     before_server_action: BeforeServerAction | None = None
+    # Where the turn's server actions come from (the configured ones and the remote endpoints':
+    # agents/turns.py gives ``turn_server_actions``); None offers none.
+    actions_for: Callable[[TurnRequest], Awaitable[dict[str, ServerAction]]] | None = None
     _server_actions: dict[str, ServerAction] | None = field(default=None, repr=False)
     _pending: list[MetaEvent] | None = field(default=None, repr=False)
     _answer: Any = field(default=_UNSET, repr=False)
@@ -32,9 +36,10 @@ class TurnContext:
     async def server_actions(self) -> dict[str, ServerAction]:
         """The configured server actions and the remote endpoints' actions."""
         if self._server_actions is None:
-            from agents.remote.actions import turn_server_actions
-
-            self._server_actions = await turn_server_actions(self.request)
+            if self.actions_for is None:
+                self._server_actions = {}
+            else:
+                self._server_actions = await self.actions_for(self.request)
         return self._server_actions
 
     async def pending_interrupt(self) -> list[MetaEvent]:

@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-from asgiref.sync import async_to_sync
 from django.db import transaction
 from django.utils import timezone
 
 from conversations.models import Run, RunStatus, Thread, ThreadStatus
+from conversations.signals import run_stop_requested
 
 INTERRUPT_CLEARED_CODE = "INTERRUPT_CLEARED"
 
 
 def run_stop(*, run_id: str) -> bool:
-    """Stop a running (or pending) run wherever it executes; False when it already ended."""
-    from copilot_runtime.runs.executor import run_cancel
-
-    # Under ASGI this runs on the server's event loop, where an inline run's task lives.
-    return bool(async_to_sync(run_cancel)(run_id=run_id))
+    """Stop a running (or pending) run wherever it executes; False when it already ended (or
+    nothing in this process can stop runs: the runtime's app is not installed)."""
+    responses = run_stop_requested.send(sender=Run, run_id=run_id)
+    return any(bool(stopped) for _, stopped in responses)
 
 
 def thread_has_pending_interrupt(thread: Thread) -> bool:

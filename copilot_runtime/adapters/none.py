@@ -1,7 +1,7 @@
 """No model: a runtime that only serves agents and frontend actions.
 
 Turns that need the runtime's model (plain chat, the built-in LLM agent, suggestions) are
-refused before they start with a ``CONFIGURATION_ERROR`` (``agents.runners``); this adapter is
+refused before they start with a ``CONFIGURATION_ERROR`` (``agents.turns``); this adapter is
 the last line: anything that still asks it to stream gets the same error, never a crash.
 """
 

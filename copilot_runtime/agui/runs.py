@@ -19,7 +19,7 @@ from django.http import HttpRequest, HttpResponse
 
 from agents.registry import AgentSpec
 from agents.remote.announced import agent_resolve
-from agents.runners import agent_turn_events
+from agents.turns import agent_turn_events
 from conversations.selectors import active_run_ids_for_caller, run_exists, thread_get_for_caller
 from conversations.services.runs import new_run_id
 from conversations.store.health import db_sync_to_async

@@ -37,6 +37,7 @@ from django.http import (
 from copilot_runtime.agui import responses as agui_responses
 from copilot_runtime.agui import routes, runs
 from copilot_runtime.conf import runtime_setting
+from copilot_runtime.endpoints.caller_cache import AuthenticationFailed, resolve_caller_cached
 from copilot_runtime.endpoints.graphql_http import (
     database_unavailable,
     graphql_auth_error,
@@ -45,7 +46,6 @@ from copilot_runtime.endpoints.graphql_http import (
 )
 from copilot_runtime.endpoints.host_middleware import HonouredMiddleware, honoured_middleware
 from copilot_runtime.http.body import declared_length_refusal, too_large
-from copilot_runtime.http.caller_cache import AuthenticationFailed, resolve_caller_cached
 from copilot_runtime.http.cors import allowed_origin, decorate
 from copilot_runtime.http.resent import RESENT
 from copilot_runtime.http.responses import (

@@ -31,6 +31,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine
+from concurrent.futures import Future
 from typing import Any
 
 from celery.app import trace
@@ -40,7 +41,6 @@ from celery.worker.strategy import default
 from kombu.message import Message
 
 from copilot_runtime.fastlane import lane_open
-from copilot_runtime.runs.worker_loop import start_on_process_loop
 
 # Celery's own loggers for these lines, so a site's logging settings treat them alike.
 received_logger = logging.getLogger("celery.worker.strategy")
@@ -51,12 +51,16 @@ Handler = Callable[..., Any]
 
 def on_the_run_loop(task: Any, app: Any, consumer: Any, **options: Any) -> Handler:
     """The message handler of ``task`` (a run task: its ``coroutine`` makes its work from the
-    message's arguments) for ``consumer``'s worker."""
+    message's arguments, its ``start_on_loop`` starts that work on the process's run loop and
+    returns its future) for ``consumer``'s worker."""
     pool = consumer.pool
     if not isinstance(pool, ThreadTaskPool) or not lane_open("celery"):
         return default(task, app, consumer, **options)
     name: str = task.name
     coroutine_for: Callable[..., Coroutine[Any, Any, Any]] = task.coroutine
+    # Given by the task rather than imported: the run loop is the runs package's, which is
+    # built on this one.
+    start_on_loop: Callable[[Coroutine[Any, Any, Any]], Future[Any]] = task.start_on_loop
     connection_errors = consumer.connection_errors
     # The pool's threads bound how many tasks execute at once; the loop takes their place.
     slots = asyncio.Semaphore(pool.limit)
@@ -131,6 +135,6 @@ def on_the_run_loop(task: Any, app: Any, consumer: Any, **options: Any) -> Handl
             # does the pool's acknowledgements).
             ack(trace_logger, connection_errors)
 
-        start_on_process_loop(in_a_slot(work)).add_done_callback(ended)
+        start_on_loop(in_a_slot(work)).add_done_callback(ended)
 
     return handle

@@ -18,7 +18,7 @@ into the message the client sent.
 - Text messages of the system and developer roles are not stored at all.
 - A message sent without ``createdAt`` (every AG-UI message) is stored with the time it was
   stored; a v1 client re-sends a reply with the ``createdAt`` the web process gave it while
-  relaying the run (copilot_runtime/graphql/v1_objects.py), never the row's.
+  relaying the run (copilot_runtime/graphql/types/v1_objects.py), never the row's.
 - A message re-sent under a stored id with another body (an edit that keeps the id) is matched
   by its id and left as it was stored.
 - PostgreSQL's jsonb sorts a tool call's arguments' keys (and an agent state's) and writes

@@ -22,8 +22,8 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from copilot_runtime.lifespan import close_turn_resources
 from copilot_runtime.runs.executor import task_time_limit_seconds
+from copilot_runtime.runs.resources import close_turn_resources
 
 logger = logging.getLogger(__name__)
 Result = TypeVar("Result")

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from agents.agui_client.events import AguiEventMapper
-from agents.remote.langgraph_events import LangGraphEventMapper
-from agents.remote.runtime_events import runtime_event_line
+from agents.peer_events.copilotkit import runtime_event_line
+from agents.peer_events.langgraph import LangGraphEventMapper
 from agents.runners.stream import AgentStream, normalized_events
 from copilot_runtime.engine.actions import action_from_object, server_action
 from copilot_runtime.events import (

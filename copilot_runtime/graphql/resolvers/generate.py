@@ -34,7 +34,7 @@ from copilot_runtime.graphql.types.responses import (
     OpenAIApiAssistantAPIResponse,
 )
 from copilot_runtime.graphql.types.scalars import JSONObject
-from copilot_runtime.graphql.v1_objects import (
+from copilot_runtime.graphql.types.v1_objects import (
     action_message,
     agent_state_message,
     interrupt_meta_event,

@@ -36,7 +36,7 @@ from copilot_runtime.graphql.types.messages import BaseMessageOutput
 from copilot_runtime.graphql.types.meta_events import BaseMetaEvent, LangGraphInterruptEvent
 from copilot_runtime.graphql.types.scalars import JSON
 from copilot_runtime.graphql.types.statuses import PendingMessageStatus, ResponseStatus
-from copilot_runtime.graphql.v1_objects import (
+from copilot_runtime.graphql.types.v1_objects import (
     action_message,
     agent_state_message,
     interrupt_meta_event,

@@ -8,7 +8,7 @@ import pytest
 from django.test import override_settings
 
 from agents.registry import agent_get
-from agents.runners import check_agent_runnable
+from agents.turns import check_agent_runnable
 from copilot_runtime.adapters import adapter_from_settings, adapter_spec_for
 from copilot_runtime.adapters.kinds import AdapterSettingError, adapter_spec_check
 from copilot_runtime.errors import CopilotKitError

@@ -21,9 +21,9 @@ from django.test import override_settings
 from conversations.models import Message, Run, Thread
 from copilot_runtime.auth import do_issue_token, do_revoke_token
 from copilot_runtime.endpoints import front
+from copilot_runtime.endpoints.caller_cache import caller_cache_clear
 from copilot_runtime.endpoints.front import RuntimeFront
 from copilot_runtime.http.body import BAD_LENGTH, TOO_DEEP
-from copilot_runtime.http.caller_cache import caller_cache_clear
 from copilot_runtime.runs.execute import RUN_TIME_LIMIT_CODE
 from tests.support.asgi_call import Reply, call
 

@@ -27,6 +27,7 @@ from kombu.utils.imports import symbol_by_name
 from copilot_runtime import tasks
 from copilot_runtime.fastlane import celery as task_strategy
 from copilot_runtime.runs import worker_loop as run_loop
+from copilot_runtime.runs.worker_loop import start_on_process_loop
 from tests.support.generate_e2e import wait_for
 from tests.support.redis_broker import RECEIVE_TIMEOUT_SECONDS, next_delivered
 
@@ -94,7 +95,9 @@ def gates_opened_at_the_end() -> Iterator[None]:
 
 
 def handler_for(work: Work, pool: Any) -> Callable[..., Any]:
-    task = SimpleNamespace(name=TASK_NAME, coroutine=work.coroutine)
+    task = SimpleNamespace(
+        name=TASK_NAME, coroutine=work.coroutine, start_on_loop=start_on_process_loop
+    )
     consumer = SimpleNamespace(pool=pool, connection_errors=())
     return task_strategy.on_the_run_loop(task, None, consumer)
 
@@ -282,7 +285,9 @@ def test_another_pool_keeps_celerys_default_strategy(monkeypatch: pytest.MonkeyP
         return "celery's handler"
 
     monkeypatch.setattr(task_strategy, "default", default)
-    task = SimpleNamespace(name=TASK_NAME, coroutine=Work().coroutine)
+    task = SimpleNamespace(
+        name=TASK_NAME, coroutine=Work().coroutine, start_on_loop=start_on_process_loop
+    )
     consumer = SimpleNamespace(pool=PreforkTaskPool(limit=1), connection_errors=())
 
     handler = task_strategy.on_the_run_loop(task, "app", consumer, hostname="w1")
@@ -328,7 +333,9 @@ def test_with_the_lane_closed_the_threads_pool_keeps_celerys_default_strategy(
         return "celery's handler"
 
     monkeypatch.setattr(task_strategy, "default", default)
-    task = SimpleNamespace(name=TASK_NAME, coroutine=Work().coroutine)
+    task = SimpleNamespace(
+        name=TASK_NAME, coroutine=Work().coroutine, start_on_loop=start_on_process_loop
+    )
     consumer = SimpleNamespace(pool=threads_pool, connection_errors=())
 
     assert task_strategy.on_the_run_loop(task, "app", consumer) == "celery's handler"

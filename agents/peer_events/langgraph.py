@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 
 from agents.interrupts import copilotkit_interrupt, langgraph_interrupt
-from agents.remote.runtime_events import AGENT_ERROR_CODE, parse_state
+from agents.peer_events.copilotkit import AGENT_ERROR_CODE, parse_state
 from copilot_runtime.events import (
     ActionArgs,
     ActionEnd,
