@@ -24,7 +24,6 @@ from tests.support.generate_e2e import (
     generate_command,
     generate_data,
     run_events,
-    server_env,
     text_input,
     wait_for,
 )
@@ -41,11 +40,6 @@ SAY_HELLO = {
     "properties": {"name": "string"},
     "result": "Hello said to Bob",
 }
-
-
-@pytest.fixture
-def server(live_server_factory: Any, fake_upstream: FakeUpstream) -> ServedProcess:
-    return live_server_factory(env=server_env(fake_upstream.base_url))
 
 
 def fake(directive: dict[str, Any]) -> str:
