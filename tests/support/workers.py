@@ -31,6 +31,9 @@ from pathlib import Path
 PORTS_FROM = 10_000
 PORTS_PER_WORKER = 550
 MAX_WORKERS = 40
+# The Fetch standard's "bad ports" at or above PORTS_FROM: browsers and Node's fetch refuse to
+# connect to them (Chromium: ERR_UNSAFE_PORT).
+BAD_PORTS = frozenset({10080})
 
 
 def worker_id() -> str:
@@ -72,7 +75,7 @@ def free_port() -> int:
     with _port_lock:
         for _ in range(PORTS_PER_WORKER):
             port = first + next(_port_offsets) % PORTS_PER_WORKER
-            if _bindable(port):
+            if port not in BAD_PORTS and _bindable(port):
                 return port
     raise RuntimeError(f"no free port in {first}-{first + PORTS_PER_WORKER - 1}")
 
