@@ -4,20 +4,36 @@
 #   1. installs missing system packages (PostgreSQL, Redis) when running as root on Debian;
 #   2. creates/refreshes .venv with the test extras (`test`, `test-agents`: the agent peers, `otel`: the OTLP exporter);
 #   3. lints (ruff check), failing fast;
-#   4. starts a throwaway PostgreSQL and Redis on free loopback ports;
+#   4. starts a throwaway PostgreSQL, and a throwaway Redis per pytest worker, on free loopback
+#      ports;
 #   5. installs the Node e2e clients (tests/e2e/js/install.sh, when present);
-#   6. runs pytest with the arguments given to this script (`make test ARGS="-k foo"`);
-#   7. with no arguments, runs the host, Celery, broker and channel-layer tests again in a
-#      second venv (.venv-newest) holding requirements-newest.lock's releases on the newest
-#      Python 3.12-3.14 found (PATH, then pyenv): the newest Django, Celery, kombu,
-#      channels_redis and redis-py the ranges admit.
-# Everything it started is stopped on exit, on failure and on Ctrl-C; the exit code is pytest's
-# (exit code 5, "no tests collected", stays a failure).
+#   6. with no arguments, runs the suite: everything not marked `serial` on TEST_WORKERS
+#      pytest-xdist workers (each with its own test database, Redis server and ports:
+#      tests/support/workers.py), then the tests marked `serial` (load and fault tests, which
+#      must neither disturb nor be disturbed) in one process;
+#   7. with no arguments, runs the host, Celery, broker and channel-layer tests again (the same
+#      two steps) in a second venv (.venv-newest) holding requirements-newest.lock's releases
+#      on the newest Python 3.12-3.14 found (PATH, then pyenv): the newest Django, Celery,
+#      kombu, channels_redis and redis-py the ranges admit.
+# With arguments, it runs exactly `pytest ARGS` instead of 6 and 7, in one process unless ARGS
+# say `-n N`: `make test ARGS="-k foo -x"`, `make test ARGS="-n 4 tests/e2e"`.
+# Every test has a time limit (pytest-timeout; pyproject.toml's `timeout`, and
+# @pytest.mark.timeout on the few that need longer): a hung test fails with a traceback.
+# Everything it started is stopped on exit, on failure and on Ctrl-C; the exit code is the first
+# failing pytest run's (exit code 5, "no tests collected", stays a failure).
+#
+# The edit loop: `QUICK=1 SKIP_NEWEST=1 make test` (or `QUICK=1 make test ARGS="-k foo"`) runs,
+# on the workers, only what needs no served process: not e2e, not faults, not serial (about a
+# minute and a half). docs/testing.md has the rest.
 #
 # The suite sees DATABASE_URL (the throwaway PostgreSQL; pytest-django creates its test database
-# there) and TEST_REDIS_URL (NOT REDIS_URL: each test decides whether it uses Redis).
+# there, one per worker) and TEST_REDIS_URL (NOT REDIS_URL: each test decides whether it uses
+# Redis; TEST_REDIS_URLS lists the workers' servers, and each worker sees its own as
+# TEST_REDIS_URL).
 #
 # Environment:
+#   TEST_WORKERS=N   pytest-xdist workers for steps 6 and 7 (default 4; 0: one process)
+#   QUICK=1          the edit loop's subset (above), on the workers; ARGS are added to it
 #   SKIP_INSTALL=1   use .venv as is (no pip install); system packages are still checked
 #   SKIP_LINT=1      skip `ruff check` (local iteration only; CI always lints)
 #   SKIP_NEWEST=1    skip step 7 (local iteration only; CI always runs it)
@@ -37,7 +53,7 @@ RUN_AS_ROOT=0
 WORK_DIR=""        # our scratch directory (logs, redis)
 PG_DIR=""          # PostgreSQL data + socket directory (owned by `postgres` when we are root)
 PG_STARTED=0
-REDIS_PID=""
+REDIS_PIDS=()       # one redis-server per pytest worker
 POLICY_RC_CREATED=0
 POLICY_RC=/usr/sbin/policy-rc.d
 
@@ -59,18 +75,21 @@ stop_postgres() {
 }
 
 stop_redis() {
-    [ -n "$REDIS_PID" ] || return 0
-    if kill -0 "$REDIS_PID" 2>/dev/null; then
-        kill -TERM "$REDIS_PID" 2>/dev/null || true
-        local waited=0
-        while kill -0 "$REDIS_PID" 2>/dev/null && [ "$waited" -lt 50 ]; do
+    [ "${#REDIS_PIDS[@]}" -gt 0 ] || return 0
+    local pid waited
+    for pid in "${REDIS_PIDS[@]}"; do
+        kill -TERM "$pid" 2>/dev/null || true
+    done
+    for pid in "${REDIS_PIDS[@]}"; do
+        waited=0
+        while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt 50 ]; do
             sleep 0.1
             waited=$((waited + 1))
         done
-        kill -KILL "$REDIS_PID" 2>/dev/null || true
-    fi
-    wait "$REDIS_PID" 2>/dev/null || true
-    REDIS_PID=""
+        kill -KILL "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    REDIS_PIDS=()
 }
 
 remove_policy_rc() {
@@ -84,7 +103,7 @@ cleanup() {
     local status=$?
     set +e
     phase_end
-    if [ "$PG_STARTED" -eq 1 ] || [ -n "$REDIS_PID" ]; then
+    if [ "$PG_STARTED" -eq 1 ] || [ "${#REDIS_PIDS[@]}" -gt 0 ]; then
         phase_begin "stop services"
         stop_redis
         stop_postgres
@@ -200,7 +219,7 @@ start_postgres() {
     fi
 
     PG_PORT="$(free_port)"
-    # Throwaway data: durability off for speed; enough connections for daphne subprocesses.
+    # Throwaway data: durability off for speed; enough connections for every worker's subprocesses.
     as_postgres tee -a "$PG_DIR/data/postgresql.conf" >/dev/null <<EOF
 
 # --- scripts/test.sh ---
@@ -210,7 +229,7 @@ unix_socket_directories = '$PG_DIR'
 fsync = off
 synchronous_commit = off
 full_page_writes = off
-max_connections = 200
+max_connections = 400
 EOF
 
     if ! as_postgres "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/postgres.log" -w -t 30 \
@@ -249,28 +268,43 @@ redis_answers() {
     fi
 }
 
+# start_redis INDEX: one redis-server on a free loopback port, its URL added to REDIS_URLS.
 start_redis() {
-    local port
+    local index="$1" port pid log
     port="$(free_port)"
+    log="$WORK_DIR/redis-$index.log"
+    mkdir -p "$WORK_DIR/redis-$index"
     redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
-        --dir "$WORK_DIR" >"$WORK_DIR/redis.log" 2>&1 &
-    REDIS_PID=$!
+        --dir "$WORK_DIR/redis-$index" >"$log" 2>&1 &
+    pid=$!
+    REDIS_PIDS+=("$pid")
 
     local deadline=$((SECONDS + 15))
     until redis_answers "$port"; do
-        if ! kill -0 "$REDIS_PID" 2>/dev/null; then
-            cat "$WORK_DIR/redis.log" >&2
-            REDIS_PID=""
+        if ! kill -0 "$pid" 2>/dev/null; then
+            cat "$log" >&2
             die "redis-server exited at start (log above)"
         fi
         if [ "$SECONDS" -ge "$deadline" ]; then
-            cat "$WORK_DIR/redis.log" >&2
+            cat "$log" >&2
             die "redis-server is not answering on 127.0.0.1:$port after 15s (log above)"
         fi
         sleep 0.1
     done
-    export TEST_REDIS_URL="redis://127.0.0.1:$port/0"
-    log "Redis on 127.0.0.1:$port"
+    REDIS_URLS+=("redis://127.0.0.1:$port/0")
+}
+
+# One Redis server per pytest worker (tests/support/workers.py): pub/sub and FLUSHALL are
+# server-wide, so workers sharing one would see each other's channels and data.
+start_redis_servers() {
+    local count="$1" index
+    REDIS_URLS=()
+    for ((index = 0; index < count; index++)); do
+        start_redis "$index"
+    done
+    export TEST_REDIS_URL="${REDIS_URLS[0]}"
+    export TEST_REDIS_URLS="${REDIS_URLS[*]}"
+    log "Redis on ${REDIS_URLS[*]}"
 }
 
 # --- the agent tests' real peers ----------------------------------------------------------------
@@ -332,6 +366,17 @@ ensure_newest_venv() {
     touch "$stamp"
 }
 
+# --- what runs where ----------------------------------------------------------------------------
+
+# pytest-xdist workers for the parallel runs (tests/support/workers.py: a test database, a Redis
+# server and a block of ports each). Many tests wait on served processes rather than compute,
+# so more workers than cores pays; TEST_WORKERS=0 runs everything in one process.
+DEFAULT_WORKERS=4
+WORKERS="${TEST_WORKERS:-$DEFAULT_WORKERS}"
+[[ "$WORKERS" =~ ^[0-9]+$ ]] || die "TEST_WORKERS must be a whole number (0: no workers), not '$WORKERS'"
+# QUICK=1: the edit loop's subset, nothing served (e2e), no fault tests, nothing marked serial.
+QUICK_MARKERS="not e2e and not faults and not serial"
+
 # --- main -------------------------------------------------------------------------------------
 
 WORK_DIR="$(mktemp -d /tmp/copilot-test.XXXXXX)"
@@ -363,7 +408,7 @@ start_postgres
 phase_end
 
 phase_begin "start redis"
-start_redis
+start_redis_servers "$((WORKERS > 0 ? WORKERS : 1))"
 phase_end
 
 if [ -f tests/e2e/js/install.sh ]; then
@@ -378,19 +423,45 @@ unset REDIS_URL CELERY_BROKER_URL OPENAI_API_KEY OPENAI_BASE_URL
 # Browser tests save their screenshots here (artifacts/ is ignored by git).
 export SCREENSHOT_DIR="${SCREENSHOT_DIR:-$REPO_ROOT/artifacts/screenshots}"
 
-phase_begin "pytest"
-set +e
-"$VENV_PYTHON" -m pytest "$@"
-pytest_status=$?
-set -e
-phase_end
+# run_pytest LABEL PYTHON ARGS...: one pytest run as a timed phase; its exit code in
+# last_status (exit code 5, "no tests collected", is a failure like any other).
+run_pytest() {
+    local label="$1" python="$2"
+    shift 2
+    phase_begin "$label"
+    log "pytest $*"
+    set +e
+    "$python" -m pytest "$@"
+    last_status=$?
+    set -e
+    phase_end
+    if [ "$last_status" -eq 5 ]; then
+        log "$label: pytest collected no tests (exit code 5): that is a failure"
+    fi
+}
 
-if [ "$pytest_status" -eq 5 ]; then
-    log "pytest collected no tests (exit code 5): that is a failure"
+statuses=()
+
+# pytest-xdist's workers; worksteal: a worker that runs out takes tests from a busy one.
+parallel_args=()
+[ "$WORKERS" -gt 0 ] && parallel_args=(-n "$WORKERS" --dist worksteal)
+
+if [ -n "${QUICK:-}" ]; then
+    # The edit loop: everything in-process, in parallel; nothing served, no faults, no newest.
+    run_pytest "pytest (quick)" "$VENV_PYTHON" "${parallel_args[@]}" -m "$QUICK_MARKERS" "$@"
+    statuses+=("$last_status")
+elif [ "$#" -gt 0 ]; then
+    # Arguments: exactly those (add -n N to them for workers).
+    run_pytest "pytest" "$VENV_PYTHON" "$@"
+    statuses+=("$last_status")
+else
+    run_pytest "pytest (parallel)" "$VENV_PYTHON" "${parallel_args[@]}" -m "not serial"
+    statuses+=("$last_status")
+    run_pytest "pytest (serial)" "$VENV_PYTHON" -m serial
+    statuses+=("$last_status")
 fi
 
-newest_status=0
-if [ -z "${SKIP_NEWEST:-}" ] && { [ "$#" -eq 0 ] || [ -n "${NEWEST:-}" ]; }; then
+if [ -z "${SKIP_NEWEST:-}" ] && [ -z "${QUICK:-}" ] && { [ "$#" -eq 0 ] || [ -n "${NEWEST:-}" ]; }; then
     phase_begin "newest venv"
     if [ -n "${SKIP_INSTALL:-}" ] && [ -x "$NEWEST_VENV_DIR/bin/python" ]; then
         log "SKIP_INSTALL is set: using $NEWEST_VENV_DIR as is"
@@ -398,16 +469,21 @@ if [ -z "${SKIP_NEWEST:-}" ] && { [ "$#" -eq 0 ] || [ -n "${NEWEST:-}" ]; }; the
         ensure_newest_venv
     fi
     phase_end
-    newest_args=("$@")
-    [ "$#" -eq 0 ] && newest_args=("${NEWEST_TESTS[@]}")
-    phase_begin "pytest (newest)"
-    log "$("$NEWEST_VENV_DIR/bin/python" --version) with requirements-newest.lock: ${newest_args[*]}"
-    set +e
-    "$NEWEST_VENV_DIR/bin/python" -m pytest "${newest_args[@]}"
-    newest_status=$?
-    set -e
-    phase_end
+    log "$("$NEWEST_VENV_DIR/bin/python" --version) with requirements-newest.lock"
+    if [ "$#" -gt 0 ]; then
+        run_pytest "pytest (newest)" "$NEWEST_VENV_DIR/bin/python" "$@"
+        statuses+=("$last_status")
+    else
+        run_pytest "pytest (newest, parallel)" "$NEWEST_VENV_DIR/bin/python" \
+            "${parallel_args[@]}" -m "not serial" "${NEWEST_TESTS[@]}"
+        statuses+=("$last_status")
+        run_pytest "pytest (newest, serial)" "$NEWEST_VENV_DIR/bin/python" -m serial \
+            "${NEWEST_TESTS[@]}"
+        statuses+=("$last_status")
+    fi
 fi
 
-[ "$pytest_status" -ne 0 ] && exit "$pytest_status"
-exit "$newest_status"
+for status in "${statuses[@]}"; do
+    [ "$status" -ne 0 ] && exit "$status"
+done
+exit 0

@@ -70,6 +70,38 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         )
 
 
+# --- parallel workers (pytest-xdist) -----------------------------------------------------------
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A worker's own Redis server (tests/support/workers.py): TEST_REDIS_URL is this process's."""
+    from tests.support.workers import claim_redis
+
+    claim_redis()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from tests.support.workers import release_redis
+
+    release_redis()
+
+
+@pytest.fixture
+def unused_tcp_port() -> int:
+    """pytest-asyncio's fixture, from this worker's own block of ports."""
+    from tests.support.workers import free_port
+
+    return free_port()
+
+
+@pytest.fixture(scope="session")
+def unused_tcp_port_factory() -> Callable[[], int]:
+    """pytest-asyncio's fixture, from this worker's own block of ports (a new one each call)."""
+    from tests.support.workers import free_port
+
+    return free_port
+
+
 # --- users ------------------------------------------------------------------------------------
 
 

@@ -313,6 +313,8 @@ def test_the_peers_are_installed_again_only_when_the_lock_is_newer(tmp_path: Pat
 # --- the real TypeScript runtimes -------------------------------------------------------------
 
 
+# On a fresh machine the peer's npm install comes first (minutes).
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize(("kind", "protocol"), [(peers.V1, V1), (peers.V2, V2)])
 def test_each_typescript_peer_answers_a_conversation_on_the_fake_upstream(
     kind: str, protocol: str, fake_upstream: Any

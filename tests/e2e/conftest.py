@@ -14,7 +14,9 @@ SIGKILL after 5 s), before the test database is flushed.
         httpx.post(f"{server.url}/api/copilotkit", json={"query": "{hello}"})
 
 ``live_server`` is the same with the default environment. It replaces pytest-django's threaded
-``live_server`` in this directory.
+``live_server`` in this directory. ``server`` is the site on the session's fake upstream
+(``tests/support/generate_e2e.py``'s ``server_env``), for the modules that need no more;
+``sdk_server`` a CopilotKit remote endpoint (the copilotkit SDK) for it to call.
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ import pytest
 
 if TYPE_CHECKING:
     # Type names only: conftest modules are loaded by pytest, not imported at run time.
+    from benchmarks.fake_upstream import FakeUpstream
     from tests.conftest import ServedProcess as LiveServer
     from tests.conftest import ServedProcessFactory
+    from tests.support.peer_servers import UvicornServer
 
     LiveServerFactory = Callable[..., LiveServer]
 
@@ -106,3 +110,22 @@ def live_server_factory(
 @pytest.fixture
 def live_server(live_server_factory: LiveServerFactory) -> LiveServer:
     return live_server_factory()
+
+
+@pytest.fixture
+def server(live_server_factory: LiveServerFactory, fake_upstream: FakeUpstream) -> LiveServer:
+    """The site served on the session's fake upstream (``server_env``), as most modules here
+    drive it; a module whose server needs more defines a ``server`` of its own."""
+    from tests.support.generate_e2e import server_env
+
+    return live_server_factory(env=server_env(fake_upstream.base_url))
+
+
+@pytest.fixture
+def sdk_server() -> Iterator[UvicornServer]:
+    """A CopilotKit remote endpoint (the copilotkit SDK's FastAPI app) on uvicorn, in a thread."""
+    from tests.support.copilotkit_sdk_app import copilotkit_sdk_app
+    from tests.support.peer_servers import UvicornServer
+
+    with UvicornServer(copilotkit_sdk_app()) as server:
+        yield server

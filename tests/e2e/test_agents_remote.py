@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tests.e2e.js_client import JS_CLIENT_VERSIONS, run_js
 from tests.support.agent_turns import agent_data, text
-from tests.support.copilotkit_sdk_app import ENDPOINT_PREFIX, REMOTE_FAILURE, copilotkit_sdk_app
+from tests.support.copilotkit_sdk_app import ENDPOINT_PREFIX, REMOTE_FAILURE
 from tests.support.generate_e2e import (
     GRAPHQL_PATH,
     generate_command,
@@ -32,12 +31,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.e2e
 
 versions = pytest.mark.parametrize("version", JS_CLIENT_VERSIONS)
-
-
-@pytest.fixture
-def sdk_server() -> Iterator[UvicornServer]:
-    with UvicornServer(copilotkit_sdk_app()) as server:
-        yield server
 
 
 @pytest.fixture

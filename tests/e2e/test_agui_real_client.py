@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -24,8 +23,9 @@ from tests.support.generate_e2e import (
     finished_run,
     generate_command,
     generate_data,
-    server_env,
+    run_events,
     text_input,
+    wait_for,
 )
 
 if TYPE_CHECKING:
@@ -40,11 +40,6 @@ SAY_HELLO = {
     "properties": {"name": "string"},
     "result": "Hello said to Bob",
 }
-
-
-@pytest.fixture
-def server(live_server_factory: Any, fake_upstream: FakeUpstream) -> ServedProcess:
-    return live_server_factory(env=server_env(fake_upstream.base_url))
 
 
 def fake(directive: dict[str, Any]) -> str:
@@ -263,13 +258,14 @@ def test_connect_during_a_run_replays_it_then_follows_it_live(
             )
         )
 
+    def some_tokens_logged() -> bool:
+        run = Run.objects.filter(thread__thread_id=thread_id).first()
+        return run is not None and any(e.type == "text_delta" for e in run_events(run.pk))
+
     runner = threading.Thread(target=long_run)
     runner.start()
-    deadline = time.monotonic() + 15
-    while not Message.objects.filter(thread__thread_id=thread_id, kind="text").exists():
-        assert time.monotonic() < deadline, "the run never started"
-        time.sleep(0.05)
-    time.sleep(0.6)  # some tokens are out, most are still to come
+    # Some tokens are out (logged, so a connect replays them), most are still to come.
+    wait_for(some_tokens_logged, timeout=15, what="the run's first tokens in its log")
 
     connected = run_agui(command(server, {"op": "connect"}, thread_id=thread_id))
     runner.join(60)

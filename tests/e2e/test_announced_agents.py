@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import socket
 import uuid
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -17,7 +16,7 @@ import pytest
 from conversations.models import Run, RunStatus
 from tests.e2e.agui_client import run_agui
 from tests.e2e.js_client import JS_CLIENT_VERSIONS, run_js
-from tests.support.copilotkit_sdk_app import ENDPOINT_PREFIX, copilotkit_sdk_app
+from tests.support.copilotkit_sdk_app import ENDPOINT_PREFIX
 from tests.support.generate_e2e import server_env
 from tests.support.peer_servers import UvicornServer
 
@@ -32,12 +31,6 @@ def closed_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-@pytest.fixture
-def sdk_server() -> Iterator[UvicornServer]:
-    with UvicornServer(copilotkit_sdk_app()) as server:
-        yield server
 
 
 @pytest.fixture

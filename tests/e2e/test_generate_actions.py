@@ -34,11 +34,6 @@ pytestmark = pytest.mark.e2e
 versions = pytest.mark.parametrize("version", JS_CLIENT_VERSIONS)
 
 
-@pytest.fixture
-def server(live_server_factory: Any, fake_upstream: FakeUpstream) -> ServedProcess:
-    return live_server_factory(env=server_env(fake_upstream.base_url))
-
-
 def typenames(result: dict[str, Any]) -> list[str]:
     return [message["__typename"] for message in result["final"]["messages"]]
 

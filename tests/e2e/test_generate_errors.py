@@ -25,7 +25,6 @@ from tests.support.generate_e2e import (
     generate_data,
     graphql_error_codes,
     joined_content,
-    server_env,
     text_input,
     thread_rows,
     wait_for,
@@ -38,11 +37,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.e2e
 
 versions = pytest.mark.parametrize("version", JS_CLIENT_VERSIONS)
-
-
-@pytest.fixture
-def server(live_server_factory: Any, fake_upstream: FakeUpstream) -> ServedProcess:
-    return live_server_factory(env=server_env(fake_upstream.base_url))
 
 
 def mutation_body(data: dict[str, Any], *, version: str = JS_CLIENT_VERSIONS[0]) -> dict[str, Any]:

@@ -8,7 +8,7 @@ and what the server believes they send, and check both are answered.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 from graphql import parse, print_ast
@@ -22,7 +22,6 @@ from tests.support.generate_e2e import (
     assert_no_traceback,
     finished_run,
     generate_data,
-    server_env,
     text_input,
 )
 
@@ -33,11 +32,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.e2e
 
 versions = pytest.mark.parametrize("version", JS_CLIENT_VERSIONS)
-
-
-@pytest.fixture
-def server(live_server_factory: Any, fake_upstream: FakeUpstream) -> ServedProcess:
-    return live_server_factory(env=server_env(fake_upstream.base_url))
 
 
 @versions

@@ -19,7 +19,6 @@ from tests.support.generate_e2e import (
     generate_command,
     generate_data,
     joined_content,
-    server_env,
     text_input,
     thread_rows,
 )
@@ -31,11 +30,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.e2e
 
 versions = pytest.mark.parametrize("version", JS_CLIENT_VERSIONS)
-
-
-@pytest.fixture
-def server(live_server_factory: Any, fake_upstream: FakeUpstream) -> ServedProcess:
-    return live_server_factory(env=server_env(fake_upstream.base_url))
 
 
 def load_agent_state(server: ServedProcess, version: str, thread_id: str) -> dict[str, Any]:

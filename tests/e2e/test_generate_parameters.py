@@ -46,11 +46,6 @@ versions = pytest.mark.parametrize("version", JS_CLIENT_VERSIONS)
 PAGE_URL = "http://127.0.0.1/app/page?tab=chat"
 
 
-@pytest.fixture
-def server(live_server_factory: Any, fake_upstream: FakeUpstream) -> ServedProcess:
-    return live_server_factory(env=server_env(fake_upstream.base_url))
-
-
 FORWARDED_CASES = [
     pytest.param(
         {"toolChoice": "function", "toolChoiceFunctionName": "sayHello"},

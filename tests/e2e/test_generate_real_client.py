@@ -32,7 +32,6 @@ from tests.support.generate_e2e import (
     prompt_words,
     replayed_text,
     run_events,
-    server_env,
     text_input,
     thread_rows,
 )
@@ -46,11 +45,6 @@ pytestmark = pytest.mark.e2e
 versions = pytest.mark.parametrize("version", JS_CLIENT_VERSIONS)
 
 LONG_REPLY_TOKENS = 2000
-
-
-@pytest.fixture
-def server(live_server_factory: Any, fake_upstream: FakeUpstream) -> ServedProcess:
-    return live_server_factory(env=server_env(fake_upstream.base_url))
 
 
 def only_message(result: dict[str, Any]) -> dict[str, Any]:

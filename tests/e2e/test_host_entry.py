@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import psycopg
@@ -69,13 +68,10 @@ class Host:
 
 @pytest.fixture(scope="module")
 def host_database() -> Iterator[str]:
-    admin_url = os.environ["DATABASE_URL"]
-    name = f"host_entry_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(admin_url, autocommit=True) as connection:
-        connection.execute(f'CREATE DATABASE "{name}"')
-    yield urlunsplit(urlsplit(admin_url)._replace(path=f"/{name}"))
-    with psycopg.connect(admin_url, autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    from tests.support.databases import own_database
+
+    with own_database("host_entry") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

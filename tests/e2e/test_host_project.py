@@ -182,6 +182,8 @@ def fresh_venv(root: Path, wheel: Path) -> Path:
             str(wheel),
         ],
         timeout=600,
+        # Not this checkout on the path: its *.egg-info would pass for the package installed.
+        env={name: value for name, value in os.environ.items() if name != "PYTHONPATH"},
     )
     return venv / "bin"
 
@@ -257,13 +259,10 @@ def answers(url: str) -> bool:
 @pytest.fixture
 def host_database() -> Iterator[str]:
     """A database of its own on the suite's PostgreSQL, dropped afterwards."""
-    admin_url = os.environ["DATABASE_URL"]
-    name = f"host_e2e_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(admin_url, autocommit=True) as connection:
-        connection.execute(f'CREATE DATABASE "{name}"')
-    yield urlunsplit(urlsplit(admin_url)._replace(path=f"/{name}"))
-    with psycopg.connect(admin_url, autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    from tests.support.databases import own_database
+
+    with own_database("host_e2e") as url:
+        yield url
 
 
 @pytest.fixture
@@ -316,6 +315,8 @@ def test_the_recipe_marks_every_block_the_host_is_built_from() -> None:
         recipe_blocks(text.replace(marker, marker + "\n"))
 
 
+# A wheel built and installed with its dependencies into a new venv (pip's own limit: 600 s).
+@pytest.mark.timeout(600)
 def test_a_startproject_site_becomes_a_copilotkit_backend_by_the_recipe(
     tmp_path: Path, host_database: str, host_redis: str, fake_upstream: FakeUpstream
 ) -> None:

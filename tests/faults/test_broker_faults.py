@@ -30,7 +30,7 @@ from tests.faults.traffic import (
 from tests.support.generate_e2e import generate_data, text_input
 from tests.support.redis_server import RedisServer
 
-pytestmark = pytest.mark.faults
+pytestmark = [pytest.mark.faults, pytest.mark.serial]
 
 
 def test_runs_asked_for_while_redis_is_down_are_refused_clearly_and_free_their_thread(

@@ -32,7 +32,7 @@ from tests.faults.traffic import (
 )
 from tests.support.redis_server import RedisServer
 
-pytestmark = pytest.mark.faults
+pytestmark = [pytest.mark.faults, pytest.mark.serial]
 
 # Two live runs of about two and a half seconds each.
 LIVE_RUNS = 2

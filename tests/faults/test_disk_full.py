@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from benchmarks.fake_upstream import FakeUpstream
     from tests.conftest import ServedProcessFactory
 
-pytestmark = pytest.mark.faults
+pytestmark = [pytest.mark.faults, pytest.mark.serial]
 
 DISK_SIZE = "12M"
 CHUNK = b"\0" * 65536

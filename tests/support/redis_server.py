@@ -4,7 +4,6 @@ restarted in place (the Celery outage tests and the fault suite)."""
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -15,9 +14,10 @@ import redis
 
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A free loopback port of this pytest-xdist worker's own (tests/support/workers.py)."""
+    from tests.support.workers import free_port as worker_free_port
+
+    return worker_free_port()
 
 
 @dataclass

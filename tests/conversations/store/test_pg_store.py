@@ -510,7 +510,7 @@ async def test_a_turn_started_before_it_is_stored_is_prepared_while_its_write_wa
         assert first.next_position is not None
         assert prepared.next_position == first.next_position + 2
         assert prepared.stored is not None
-        await asyncio.sleep(0.1)
+        await _until_blocked_by(holder)
         assert not prepared.stored.done()  # the write waits on the lock
         assert not await Run.objects.filter(pk=prepared.run_id).aexists()
     finally:

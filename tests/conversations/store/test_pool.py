@@ -37,15 +37,17 @@ async def test_a_free_connection_is_handed_over_without_waiting_for_the_loop(
 
 async def test_a_caller_waits_for_a_connection_to_come_back(pool: TurnPool) -> None:
     order: list[str] = []
+    held = asyncio.Event()
 
     async def hold() -> None:
         async with pool.connection():
             order.append("first in")
+            held.set()
             await asyncio.sleep(0.1)
             order.append("first out")
 
     holder = asyncio.create_task(hold())
-    await asyncio.sleep(0.02)
+    await asyncio.wait_for(held.wait(), 10)
     async with pool.connection():
         order.append("second in")
     await holder

@@ -379,8 +379,7 @@ async def test_a_consumer_that_does_not_read_holds_the_service_back() -> None:
     pool = ConnectionPool()
     async with serving(big) as server:
         answer = await pool.send(server.endpoint(), b"{}")
-        await asyncio.sleep(1.0)
-        assert service_waited.is_set()
+        await asyncio.wait_for(service_waited.wait(), GIVE_UP)
         assert await asyncio.wait_for(answer.read_all(), GIVE_UP) == body
         answer.release()
         await pool.aclose()

@@ -103,7 +103,13 @@ async def test_a_command_cancelled_before_its_reply_leaves_no_stale_reply(
     client: redis_asyncio.Redis, observer: redis.Redis
 ) -> None:
     waiting = asyncio.ensure_future(command_at_once(client, "BLPOP", "empty", 1))
-    await asyncio.sleep(0.1)
+    # Blocked in Redis (this worker's own server: no other client blocks there).
+    for _ in range(1000):
+        if observer.info("clients")["blocked_clients"]:
+            break
+        await asyncio.sleep(0.005)
+    else:
+        raise AssertionError("the BLPOP never blocked in Redis")
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiting

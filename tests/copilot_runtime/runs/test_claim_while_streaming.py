@@ -41,6 +41,7 @@ from copilot_runtime.runs.relay import run_group
 from copilot_runtime.runs.start import turn_prepare
 from tests.copilot_runtime.runs.conftest import claims_redis_url
 from tests.support.generate_e2e import generate_data, text_input
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -235,9 +236,19 @@ def never_marked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return marked
 
 
+# A message of the test's own, sent to the run's group after the run: heard, it is the end of
+# what the run announced.
+_BARRIER = {"type": "test.barrier"}
+
+
+def _told_the_end(heard: list[Any]) -> bool:
+    return bool(heard) and heard[-1]["events"][-1][1] == "run_finished"
+
+
 @contextlib.asynccontextmanager
-async def _told(layer: Any, run_id: str) -> AsyncIterator[list[Any]]:
-    """What is announced of ``run_id`` while the block runs (and just after it)."""
+async def _told(layer: Any, run_id: str, *, told_nothing: bool = False) -> AsyncIterator[list[Any]]:
+    """What is announced of ``run_id`` while the block runs, up to its ``run_finished``; with
+    ``told_nothing``, up to a message the test sends after the block."""
     channel = await layer.new_channel()
     await layer.group_add(run_group(run_id), channel)
     heard: list[Any] = []
@@ -249,7 +260,12 @@ async def _told(layer: Any, run_id: str) -> AsyncIterator[list[Any]]:
     listening = asyncio.ensure_future(listen())
     try:
         yield heard
-        await asyncio.sleep(0.2)  # what was announced has arrived
+        if told_nothing:
+            await layer.group_send(run_group(run_id), _BARRIER)
+            await eventually(lambda: _BARRIER in heard, what="the test's own announcement")
+            heard.remove(_BARRIER)
+        else:
+            await eventually(lambda: _told_the_end(heard), what="the run's run_finished")
     finally:
         listening.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -313,7 +329,7 @@ async def test_a_delivery_whose_run_redis_gave_another_stores_and_tells_nothing(
 ) -> None:
     prepared, request = await _prepared("redis-claim-duplicate")
     assert await claim_in_layer(prepared.run_id) is True  # the other delivery's
-    async with _told(pubsub_layer, prepared.run_id) as heard:
+    async with _told(pubsub_layer, prepared.run_id, told_nothing=True) as heard:
         assert await _execute(prepared, request, claim_in_redis=True) == ""
 
     assert heard == [] and never_marked == []

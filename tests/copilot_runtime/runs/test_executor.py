@@ -41,6 +41,7 @@ from copilot_runtime.runs.start import turn_prepare, turn_start
 from copilot_runtime.runs.task_history import EXECUTED, SENT
 from tests.support.generate_e2e import generate_data, runtime_settings, text_input
 from tests.support.redis_broker import redis_test_url
+from tests.support.waiting import eventually
 
 RECEIVE_TIMEOUT = 5.0
 
@@ -393,8 +394,10 @@ async def test_a_celery_turn_is_followed_from_before_its_run_is_queued(
             user=AnonymousUser(), request=parse_generate_input(data, {}), protocol="graphql"
         )
         started.detach()
-        await asyncio.sleep(0.05)
-        assert not replies_for_loop().following(started.run_id)
+        await eventually(
+            lambda: not replies_for_loop().following(started.run_id),
+            what="the detached follower to leave the reply group",
+        )
     assert when_queued == [(True, True, False)]
 
 
@@ -404,8 +407,10 @@ async def test_a_follower_stopped_before_its_first_step_leaves_the_group_it_was_
         assert following.reply_to == replies_for_loop().group
         assert replies_for_loop().following("never-followed")
         following.detach()  # the request failed before the follower's task ran at all
-        await asyncio.sleep(0.05)
-        assert not replies_for_loop().following("never-followed")
+        await eventually(
+            lambda: not replies_for_loop().following("never-followed"),
+            what="the detached follower to leave the reply group",
+        )
 
 
 async def test_without_a_reply_group_the_follower_listens_on_the_runs_group(
@@ -420,8 +425,10 @@ async def test_without_a_reply_group_the_follower_listens_on_the_runs_group(
         assert following.reply_to is None
         assert get_channel_layer().groups.get(run_group("own-group"))
         following.detach()
-        await asyncio.sleep(0.05)
-        assert not get_channel_layer().groups.get(run_group("own-group"))
+        await eventually(
+            lambda: not get_channel_layer().groups.get(run_group("own-group")),
+            what="the detached follower to leave the run's group",
+        )
 
 
 @pytest.fixture(params=["sql", "orm"], ids=["postgresql store", "orm store"])

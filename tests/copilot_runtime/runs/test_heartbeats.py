@@ -13,6 +13,7 @@ from conversations.models import Run
 from conversations.store import turn_store
 from copilot_runtime.runs.heartbeats import heartbeat_for_loop
 from tests.conversations.test_services_runs import started_run
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -46,7 +47,10 @@ async def test_the_runs_of_a_loop_are_renewed_by_one_statement(
     for run_id in run_ids:
         beat.register(run_id, lambda: None)
 
-    await asyncio.sleep(0.2)
+    async def all_beaten() -> bool:
+        return await Run.objects.filter(pk__in=run_ids, heartbeat_at=None).acount() == 0
+
+    await eventually(all_beaten, what="a heartbeat of every run")
     for run_id in run_ids:
         beat.unregister(run_id)
 
@@ -62,7 +66,8 @@ async def test_a_stop_requested_in_the_database_reaches_only_its_run(fast_heartb
         beat.register(run_id, lambda run_id=run_id: stopped.append(run_id))
 
     await Run.objects.filter(pk=run_ids[1]).aupdate(cancel_requested=True)
-    await asyncio.sleep(0.2)
+    # The beat that stops it reads both runs: the other one's stop would have come with it.
+    await eventually(lambda: run_ids[1] in stopped, what="the stop of the run asked to stop")
     for run_id in run_ids:
         beat.unregister(run_id)
 

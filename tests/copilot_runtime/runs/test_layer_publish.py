@@ -37,11 +37,18 @@ def pubsub_layer() -> Iterator[Any]:
         yield get_channel_layer()
 
 
+# Sent by the test after what it published: what arrives before it is all that was published.
+_BARRIER = {"type": "test.barrier"}
+
+
 async def _receive(layer: Any, channel: str, count: int) -> list[dict[str, Any]]:
     """The next ``count`` messages of ``channel``, then checks that no other one is waiting
     (a receive that times out would make the pub/sub layer drop the channel)."""
     received = [await asyncio.wait_for(layer.receive(channel), 5) for _ in range(count)]
-    await asyncio.sleep(0.2)  # anything published but not expected has arrived by now
+    # Redis delivers to a subscriber in the order it took the PUBLISHes: anything published
+    # but not expected comes before the test's own message.
+    await layer.send(channel, _BARRIER)
+    assert await asyncio.wait_for(layer.receive(channel), 5) == _BARRIER
     queues = (layer._get_layer() if hasattr(layer, "_get_layer") else layer).channels
     assert channel not in queues or queues[channel].qsize() == 0
     return received

@@ -42,10 +42,7 @@ def layer_settings(backend: str, *, capacity: int = 100) -> dict[str, Any]:
     if backend == REDIS_PUBSUB:
         config.pop("capacity")  # it keeps no queue to bound
     if backend in (REDIS, REDIS_PUBSUB):
-        base = os.environ.get("TEST_REDIS_URL")
-        if not base:
-            pytest.fail("TEST_REDIS_URL is not set: run the suite with scripts/test.sh")
-        url = base.rsplit("/", 1)[0] + f"/{REDIS_TEST_DATABASE}"
+        url = redis_layer_url()
         client = redis.Redis.from_url(url)
         try:
             client.flushdb()
@@ -55,6 +52,13 @@ def layer_settings(backend: str, *, capacity: int = 100) -> dict[str, Any]:
         # blocking reads); the pub/sub layer's reads carry their own timeout.
         config["hosts"] = [{"address": url, "socket_timeout": None} if backend == REDIS else url]
     return {"default": {"BACKEND": backend, "CONFIG": config}}
+
+
+def redis_layer_url() -> str:
+    base = os.environ.get("TEST_REDIS_URL")
+    if not base:
+        pytest.fail("TEST_REDIS_URL is not set: run the suite with scripts/test.sh")
+    return base.rsplit("/", 1)[0] + f"/{REDIS_TEST_DATABASE}"
 
 
 @pytest.fixture
@@ -119,13 +123,36 @@ class Follower:
 
 
 async def in_group(run_id: str) -> None:
-    """Returns once a follower of the run is in its group (the in-memory layer)."""
+    """Returns once a follower of the run is in its group, on any of the layers here: the
+    in-memory layer's groups, the Redis lists layer's group set, the pub/sub layer's
+    subscription as Redis counts it."""
+    from channels_redis.core import RedisChannelLayer
+    from channels_redis.pubsub import RedisPubSubChannelLayer
+    from redis import asyncio as redis_asyncio
+
     layer = get_channel_layer()
     group = run_group(run_id)
-    for _ in range(500):
-        if getattr(layer, "groups", {}).get(group):
-            return
-        await asyncio.sleep(0.005)
+    client = None
+    if isinstance(layer, RedisChannelLayer | RedisPubSubChannelLayer):
+        client = redis_asyncio.Redis.from_url(redis_layer_url())
+
+    async def joined() -> bool:
+        if isinstance(layer, RedisPubSubChannelLayer):
+            channel = layer._get_layer()._get_group_channel_name(group)
+            [(_, subscribers)] = await client.pubsub_numsub(channel)
+            return subscribers > 0
+        if isinstance(layer, RedisChannelLayer):
+            return await client.zcard(layer._group_key(group)) > 0
+        return bool(layer.groups.get(group))
+
+    try:
+        for _ in range(1000):
+            if await joined():
+                return
+            await asyncio.sleep(0.005)
+    finally:
+        if client is not None:
+            await client.aclose()
     raise AssertionError("the follower never joined the run's group")
 
 
@@ -347,7 +374,7 @@ async def test_a_long_live_reply_arrives_through_a_redis_layer_whole_and_in_orde
     events = reply_events(1000)
     with override_settings(CHANNEL_LAYERS=layer_settings(backend, capacity=len(events))):
         follower = Follower(run_id)
-        await asyncio.sleep(0.05)  # joined before the first batch
+        await follower.joined()  # before the first batch
         for start in range(0, len(events), 20):
             batch = events[start : start + 20]
             await write_log(run_id, batch)
@@ -384,7 +411,7 @@ async def test_a_slow_follower_of_a_5000_token_reply_on_a_dropping_layer_misses_
         # however slow the machine: at 10 ms a machine whose writes took as long dropped
         # nothing, and the log's gap reading went untested.
         follower = Follower(run_id, pause_every=500, pause=0.2)
-        await asyncio.sleep(0.05)  # joined before the first batch
+        await follower.joined()  # before the first batch
         for start in range(0, len(events), 20):  # logged, then announced, batch by batch
             batch = events[start : start + 20]
             await write_log(run_id, batch)
@@ -439,7 +466,7 @@ async def test_a_slow_follower_of_a_real_run_on_a_dropping_layer_misses_nothing(
     with override_settings(CHANNEL_LAYERS=layer_settings(IN_MEMORY, capacity=1)):
         prepared = await turn_prepare(user=AnonymousUser(), request=request, protocol="graphql")
         follower = Follower(prepared.run_id, pause_every=10, pause=0.02)
-        await asyncio.sleep(0.05)  # joined before the run starts
+        await follower.joined()  # before the run starts
         # Executed as a worker executes it: no in-process watcher, only the log and the layer.
         producer = asyncio.create_task(
             run_execute(run_id=prepared.run_id, thread_id=prepared.thread_id, request=request)

@@ -160,9 +160,11 @@ async def test_a_failed_reply_group_sends_its_followers_to_the_log_and_is_joined
     layer: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fail = asyncio.Event()
+    receiving = asyncio.Event()
     received = GroupListener.receive
 
     async def failing(self: GroupListener) -> dict[str, Any]:
+        receiving.set()
         await fail.wait()
         raise ConnectionError("the layer went away")
 
@@ -170,7 +172,7 @@ async def test_a_failed_reply_group_sends_its_followers_to_the_log_and_is_joined
     replies = LoopReplies()
     slots = [await _registered(replies, run_id) for run_id in ("run-failed", "run-followed")]
     following = asyncio.create_task(_followed(slots[1], "run-followed"))
-    await asyncio.sleep(0.05)
+    await asyncio.wait_for(receiving.wait(), 5)  # the reply group is listened to
     await relay_log(monkeypatch, "run-followed", _batch("run-followed", 1, 2, last=True))
     fail.set()
 

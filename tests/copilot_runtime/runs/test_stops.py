@@ -70,13 +70,16 @@ async def test_a_stop_reaches_the_run_it_names_and_no_other(layer: Any) -> None:
     heard: list[str] = []
     for run_id in ("run-a", "run-b", "run-c"):
         stops.register(run_id, lambda run_id=run_id: heard.append(run_id))
+    # A run of the test's own, stopped last: once it has heard, so has every run before it.
+    last: list[str] = []
+    stops.register("run-last", lambda: last.append("run-last"))
     try:
         await _announce_until_heard("run-b", heard)
         await announce_stop("run-elsewhere")  # a run another process executes: ignored
-        await asyncio.sleep(0.1)
+        await _announce_until_heard("run-last", last)
         assert set(heard) == {"run-b"}
     finally:
-        for run_id in ("run-a", "run-b", "run-c"):
+        for run_id in ("run-a", "run-b", "run-c", "run-last"):
             stops.unregister(run_id)
 
 

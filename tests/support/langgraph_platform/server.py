@@ -8,7 +8,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,9 +22,9 @@ _START_TIMEOUT_S = 60.0
 
 
 def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    from tests.support.workers import free_port
+
+    return free_port()
 
 
 class LangGraphServer:
