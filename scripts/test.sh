@@ -420,6 +420,9 @@ fi
 # The suite decides per test where Redis and the model upstream are used: never inherit the
 # caller's REDIS_URL, broker or OpenAI credentials.
 unset REDIS_URL CELERY_BROKER_URL OPENAI_API_KEY OPENAI_BASE_URL
+# The suite starts hundreds of Python processes (servers, workers, clients): let them keep the
+# project's compiled modules (__pycache__, ignored by git) rather than compile them each time.
+unset PYTHONDONTWRITEBYTECODE
 # Browser tests save their screenshots here (artifacts/ is ignored by git).
 export SCREENSHOT_DIR="${SCREENSHOT_DIR:-$REPO_ROOT/artifacts/screenshots}"
 
