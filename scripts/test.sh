@@ -445,9 +445,10 @@ run_pytest() {
 
 statuses=()
 
-# pytest-xdist's workers; worksteal: a worker that runs out takes tests from a busy one.
+# pytest-xdist's workers, each handed the next module when it is free (--dist loadfile: a
+# module's fixtures are set up once), the longest first (tests/conftest.py orders them).
 parallel_args=()
-[ "$WORKERS" -gt 0 ] && parallel_args=(-n "$WORKERS" --dist worksteal)
+[ "$WORKERS" -gt 0 ] && parallel_args=(-n "$WORKERS" --dist loadfile)
 
 if [ -n "${QUICK:-}" ]; then
     # The edit loop: everything in-process, in parallel; nothing served, no faults, no newest.
