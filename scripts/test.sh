@@ -420,6 +420,9 @@ fi
 # The suite decides per test where Redis and the model upstream are used: never inherit the
 # caller's REDIS_URL, broker or OpenAI credentials.
 unset REDIS_URL CELERY_BROKER_URL OPENAI_API_KEY OPENAI_BASE_URL
+# The suite starts hundreds of Python processes (servers, workers, clients): let them keep the
+# project's compiled modules (__pycache__, ignored by git) rather than compile them each time.
+unset PYTHONDONTWRITEBYTECODE
 # Browser tests save their screenshots here (artifacts/ is ignored by git).
 export SCREENSHOT_DIR="${SCREENSHOT_DIR:-$REPO_ROOT/artifacts/screenshots}"
 
@@ -442,9 +445,10 @@ run_pytest() {
 
 statuses=()
 
-# pytest-xdist's workers; worksteal: a worker that runs out takes tests from a busy one.
+# pytest-xdist's workers, each handed the next module when it is free (--dist loadfile: a
+# module's fixtures are set up once), the longest first (tests/conftest.py orders them).
 parallel_args=()
-[ "$WORKERS" -gt 0 ] && parallel_args=(-n "$WORKERS" --dist worksteal)
+[ "$WORKERS" -gt 0 ] && parallel_args=(-n "$WORKERS" --dist loadfile)
 
 if [ -n "${QUICK:-}" ]; then
     # The edit loop: everything in-process, in parallel; nothing served, no faults, no newest.

@@ -86,6 +86,30 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     release_redis()
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On pytest-xdist workers, the longest modules first: those holding a test with a time
+    limit of its own (the longest first), then the served (e2e) ones, then the rest, each group
+    in file order. Handed out a module at a time in that order (``--dist loadfile``), a
+    three-minute test starts at once rather than last, and the quick in-process modules fill the
+    workers' time at the end."""
+    from tests.support.workers import worker_id
+
+    if worker_id() == "master":
+        return
+
+    def rank(item: pytest.Item) -> tuple[float, int]:
+        limit = item.get_closest_marker("timeout")
+        own_limit = float(limit.args[0]) if limit is not None and limit.args else 0.0
+        return (-own_limit, 0 if item.get_closest_marker("e2e") is not None else 1)
+
+    module_rank: dict[str, tuple[float, int]] = {}
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        module_rank[module] = min(module_rank.get(module, (0.0, 1)), rank(item))
+    # Stable: each module's tests stay together and in their order.
+    items.sort(key=lambda item: module_rank[item.nodeid.split("::", 1)[0]])
+
+
 @pytest.fixture
 def unused_tcp_port() -> int:
     """pytest-asyncio's fixture, from this worker's own block of ports."""

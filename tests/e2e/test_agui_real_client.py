@@ -253,7 +253,9 @@ def test_connect_during_a_run_replays_it_then_follows_it_live(
         outcome["result"] = run_agui(
             command(
                 server,
-                run_step(fake({"tokens": tokens, "delay_ms": 40})),
+                # Six seconds: time for the connect's client to start on a loaded machine
+                # (at 2.4 s a parallel run's connect came after the run had ended).
+                run_step(fake({"tokens": tokens, "delay_ms": 100})),
                 thread_id=thread_id,
             )
         )

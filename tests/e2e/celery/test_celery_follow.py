@@ -63,7 +63,8 @@ def streaming_run_of(thread_id: str) -> Any:
         run = run_of_thread(thread_id)
         if run is None or not any(kind == "text_delta" for _, kind, _ in log_entries(run.pk)):
             return None
-        return run
+        # Read again: the row read before the log may predate the write that logged the tokens.
+        return run_of_thread(thread_id)
 
     run = wait_for(started_streaming, timeout=15, what="the worker to stream the first tokens")
     assert run.status == RunStatus.RUNNING
