@@ -20,7 +20,7 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from copilot_runtime.events.recent import DEFAULT_SIZE, MESSAGES
+from copilot_runtime.history import DEFAULT_SIZE, HISTORIES
 
 DEFAULTS: dict[str, Any] = {
     # Who may call the runtime without a session or a bearer token. None: only while DEBUG is
@@ -127,11 +127,12 @@ DEFAULTS: dict[str, Any] = {
     # instead of the runtime's front (copilot_runtime/endpoints/host_middleware.py says what the
     # front honours): for a project whose own middleware must see every request.
     "HOT_PATHS_THROUGH_DJANGO": False,
-    # History messages a web process remembers, both protocols together (what was made of
-    # each, so a message re-sent with every turn is not checked and converted again):
-    # 3-5 MiB at the default, about the live history of 50 forty-turn conversations. A process
-    # serving more conversations at once re-checks their history on every turn unless this
-    # grows with them; 0 remembers nothing.
+    # History messages a process remembers, every thread and both protocols together
+    # (copilot_runtime/history: their bytes and what was made of them, so a history re-sent
+    # with every turn is not read, checked and converted again): 3-5 MiB at the default, about
+    # the live history of 50 forty-turn conversations. A process serving more conversations
+    # at once re-reads their history on every turn unless this grows with them; 0 remembers
+    # nothing.
     "REMEMBERED_MESSAGES": DEFAULT_SIZE,
     # PostgreSQL connections of the turn's storage path (per process and event loop): they
     # bound concurrent statements, not concurrent conversations (none is held while a model
@@ -257,4 +258,4 @@ def apply_process_settings() -> None:
     except (TypeError, ValueError):  # COPILOT_RUNTIME itself is not a dict
         return
     if isinstance(size, int | float) and not isinstance(size, bool) and math.isfinite(size):
-        MESSAGES.resize(int(size))
+        HISTORIES.resize(int(size))

@@ -376,14 +376,14 @@ def _close_async_executor_connections(django_db_setup: None) -> Iterator[None]:
 @pytest.fixture(autouse=True)
 def _fresh_runtime_caches() -> Iterator[None]:
     """Each test starts with empty short-lived caches (guardrail rules, model prices, callers,
-    the histories known per thread id): rows a previous test rolled back must not be
-    remembered. (A thread id known from an earlier test's thread made the next test's first
-    look-up of that id ask twice, and a test that counts look-ups failed by test order.)"""
+    the known histories): rows a previous test rolled back must not be remembered. (A thread
+    id known from an earlier test's thread made the next test's first look-up of that id ask
+    twice, and a test that counts look-ups failed by test order.)"""
     from agents.remote.announced import announced_cache_clear
     from agents.remote.discovery import remote_info_cache_clear
-    from conversations.store.known import KNOWN
     from copilot_runtime.endpoints.caller_cache import caller_cache_clear
     from copilot_runtime.guardrails.rules import rules_cache_clear
+    from copilot_runtime.history import HISTORIES
     from copilot_runtime.tracing.cost import prices_cache_clear
 
     for clear in (
@@ -392,7 +392,7 @@ def _fresh_runtime_caches() -> Iterator[None]:
         caller_cache_clear,
         announced_cache_clear,
         remote_info_cache_clear,
-        KNOWN.clear,
+        HISTORIES.clear,
     ):
         clear()
     yield

@@ -113,7 +113,8 @@ class AgentContext:
 
     def model_messages(self) -> list[dict[str, Any]]:
         """The thread in the OpenAI chat format, with the app's context as a system message."""
-        return model_messages(self.request.messages, self.request.context)
+        request = self.request
+        return model_messages(request.messages, request.context, request.history)
 
     def last_user_text(self) -> str:
         for message in reversed(self.request.messages):

@@ -13,6 +13,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
 from conversations.services.messages import OutputMessage
 from conversations.services.runs import LoggedEvent, RunOutcome
+from copilot_runtime.history import KnownHistory
 
 # Given the ids of a busy thread's active runs: fails those whose executor died (synchronous:
 # the reaper is an ORM service, and the ORM store calls it inside its own transaction).
@@ -44,6 +45,10 @@ class TurnRecord:
     # returns once the thread has been read and checked, with ``PreparedTurn.stored`` to
     # await (a store that writes in one step may ignore this).
     start_before_stored: bool = False
+    # What this process knows of ``messages`` and of what the thread stores of them
+    # (copilot_runtime/history): a store may ask the database about the other ids only, and
+    # keeps what it learns there for the next turn. None: nothing known, nothing kept.
+    history: KnownHistory | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,19 +11,18 @@ the suggestion engine's ``toolChoice``).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from copilot_runtime.events.recent import PrefixMemo, Recent, first_input_id
 from copilot_runtime.events.request import (
     ForwardedParameters,
     FrontendAction,
     InputMessage,
     TurnRequest,
 )
+from copilot_runtime.history import HISTORIES, V2, BodyRead, KnownHistory
 
 # Run ids are stored as the run's primary key (64 characters) and appear in URLs and logs.
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
@@ -58,8 +57,10 @@ class RunInput:
     parent_run_id: str | None = None
     resume: list[Any] | None = None
     # Per message, the rows it is stored as when they follow from the message alone (made
-    # while checking it, or remembered with it); None for the others.
+    # while checking it, or known with its history); None for the others.
     own_rows: list[tuple[InputMessage, ...] | None] | None = None
+    # What this process knows of ``messages`` (copilot_runtime/history), for the request.
+    history: KnownHistory | None = None
 
 
 class InvalidRunInput(ValueError):
@@ -144,8 +145,23 @@ class _Checker:
             self.string(function.get("arguments"), (*path, "function", "arguments"))
 
 
-def run_input_parse(raw: Any) -> RunInput:
-    """Validate a ``RunAgentInput``; raises ``InvalidRunInput`` listing every issue."""
+def agui_history(
+    body: Any, owner_id: int | None, read: BodyRead | None = None, *, keep: bool = True
+) -> KnownHistory | None:
+    """The known history of a run input's messages, entering with its request (``read``: what
+    the request's bytes told of it; ``keep``: see ``HistoryCache.enter``); None for an input
+    without a messages array."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    if not isinstance(messages, list):
+        return None
+    thread_id = body.get("threadId")
+    thread = (owner_id, thread_id) if isinstance(thread_id, str) and thread_id else None
+    return HISTORIES.enter(V2, messages, thread=thread, read=read, keep=keep)
+
+
+def run_input_parse(raw: Any, history: KnownHistory | None = None) -> RunInput:
+    """Validate a ``RunAgentInput``; raises ``InvalidRunInput`` listing every issue. The
+    messages of ``history`` (``agui_history``) that passed before are not checked again."""
     checker = _Checker()
     body = checker.record(raw, ())
     if body is None:
@@ -154,21 +170,15 @@ def run_input_parse(raw: Any) -> RunInput:
     checker.string(body.get("runId"), ("runId",))
     checker.string(body.get("parentRunId"), ("parentRunId",), optional=True)
     messages = checker.array(body.get("messages"), ("messages",))
-    # The earlier turns' messages, recognised together (see Recent.history_prefix).
-    known, remembered = _CHECKED_MESSAGES.history_prefix(messages)
-    own_rows = remembered[:known]
-    for index, message in enumerate(messages[known:], known):
-        key = message.get("id") if isinstance(message, dict) else None
-        found, rows = _CHECKED_MESSAGES.recall(key, message)
-        if not found:  # else this very message passed before (the history comes back)
-            before = len(checker.issues)
-            checker.message(message, index)
-            if len(checker.issues) == before:
-                rows = _own_rows(message) if message["role"] in _OWN_ROWS_ROLES else None
-                _CHECKED_MESSAGES.keep(key, message, rows)
-        own_rows.append(rows)
-    if not checker.issues:
-        _CHECKED_MESSAGES.keep_history(messages, own_rows, known=known, rememberable=_rememberable)
+    if history is not None and history.raws is not messages:
+        history = None
+    # The earlier turns' messages passed before: their rows are taken as they were made.
+    start, stop, known = history.reuse(_CHECKED, messages) if history else (0, 0, [])
+    own_rows = [_checked_rows(checker, messages[index], index) for index in range(start)]
+    own_rows += known
+    own_rows += [_checked_rows(checker, messages[i], i) for i in range(stop, len(messages))]
+    if history is not None and not checker.issues:
+        history.keep_each(_CHECKED, messages, own_rows, start, stop)
     tools = checker.array(body.get("tools"), ("tools",))
     for index, tool in enumerate(tools):
         if checker.record(tool, ("tools", index)) is not None:
@@ -204,7 +214,19 @@ def run_input_parse(raw: Any) -> RunInput:
         parent_run_id=body.get("parentRunId"),
         resume=body.get("resume"),
         own_rows=own_rows,
+        history=history,
     )
+
+
+def _checked_rows(checker: _Checker, message: Any, index: int) -> tuple[InputMessage, ...] | None:
+    """Checks ``message``; its own rows when it passed and they follow from it alone."""
+    before = len(checker.issues)
+    checker.message(message, index)
+    if len(checker.issues) != before or message["role"] not in _OWN_ROWS_ROLES:
+        return None
+    rows = _own_rows(message)
+    # A row without an id gets one when stored (conversations/store): made anew each time.
+    return rows if all(row.id for row in rows) else None
 
 
 # --- AG-UI messages -> stored rows ------------------------------------------------------------
@@ -248,20 +270,14 @@ def _user_inputs(message: dict[str, Any]) -> list[InputMessage]:
 
 # Roles whose rows depend on the message alone (a tool result also needs its call's name).
 _OWN_ROWS_ROLES = frozenset({"user", "system", "developer", "assistant"})
-# Messages that passed the checks, with the rows they convert to when those follow from the
-# message alone (see copilot_runtime/events/recent.py; the rows are read-only once made). One
-# look-up per history message and turn: the history comes back with every request.
-_CHECKED_MESSAGES: Recent[tuple[InputMessage, ...] | None] = Recent()
-# input_messages_from_agui's rows and tool call names after a history's messages.
-_ROWS_MADE: PrefixMemo[tuple[tuple[InputMessage, ...], dict[str, str]]] = PrefixMemo()
-
-
-def _rememberable(message: Any) -> bool:
-    # A message without an id is checked anew every time, as by the look-up of one message.
-    if type(message) is not dict:
-        return False
-    message_id = message.get("id")
-    return type(message_id) is str and message_id != ""
+# The forms of a known history (copilot_runtime/history) made here, for the next request that
+# re-sends its messages: per message that passed the checks, the rows it is stored as when
+# they follow from it alone (read-only once made);
+_CHECKED = "agui.checked"
+# input_messages_from_agui's rows and tool call names after the messages;
+_ROWS = "agui.rows"
+# the converted messages without the system and developer ones.
+_WITHOUT_SYSTEM = "agui.without_system"
 
 
 def _own_rows(message: dict[str, Any]) -> tuple[InputMessage, ...]:
@@ -291,12 +307,13 @@ def _own_rows(message: dict[str, Any]) -> tuple[InputMessage, ...]:
 def input_messages_from_agui(
     messages: list[dict[str, Any]],
     own_rows: list[tuple[InputMessage, ...] | None] | None = None,
+    history: KnownHistory | None = None,
 ) -> list[InputMessage]:
     """The stored-row view of an AG-UI history (activity and reasoning messages are the
     frontend's own and are left out); ``own_rows`` are the rows ``run_input_parse`` made or
-    remembered for the messages, made here where missing."""
+    knew for the messages, made here where missing."""
     # The earlier turns' messages come back as the same objects: their rows are reused.
-    done, kept = _ROWS_MADE.resume(messages)
+    done, kept = history.resume(_ROWS, messages) if history is not None else (0, None)
     inputs: list[InputMessage] = list(kept[0]) if kept is not None else []
     call_names: dict[str, str] = dict(kept[1]) if kept is not None else {}
     for index in range(done, len(messages)):
@@ -321,97 +338,26 @@ def input_messages_from_agui(
                 )
             )
     # A row without an id gets one when stored (conversations/store): never shared.
-    if all(row.id for row in inputs[len(kept[0]) if kept is not None else 0 :]):
-        _ROWS_MADE.keep(messages, (tuple(inputs), call_names))
+    if history is not None and all(row.id for row in inputs[len(kept[0]) if kept else 0 :]):
+        history.keep(_ROWS, messages, (tuple(inputs), call_names))
     return inputs
 
 
-def _stored_ids(message: dict[str, Any]) -> list[str]:
-    """The ids of the rows a message of the history is stored as (none for roles the thread
-    does not keep)."""
-    role = message["role"]
-    if role in ("user", "tool"):
-        return [message["id"]]
-    if role == "assistant":
-        ids = [message["id"]] if message.get("content") else []
-        ids.extend(call["id"] for call in message.get("toolCalls") or [])
-        return ids
-    return []
-
-
-@dataclass(frozen=True, slots=True)
-class _Echoes:
-    """Which messages of a history RUN_STARTED echoes, decided for the next turn that re-sends
-    them: by position, those echoed whatever is new (``always``), and, by each id they are
-    stored under, those echoed when one of their ids is new (no id under two messages)."""
-
-    always: tuple[int, ...]
-    by_id: dict[str, int]
-
-
-_ECHOES: PrefixMemo[_Echoes] = PrefixMemo()
-
-
-def echoed_input(raw: dict[str, Any], new_message_ids: Iterable[str]) -> dict[str, Any]:
-    """The run input RUN_STARTED echoes: only the messages new to the thread, as the TypeScript
-    runtime sends it (the client already has the rest). Messages the thread does not store
-    (system, developer, activity, reasoning) cannot be told apart and are echoed.
-
-    A history re-sent with the next turn is the same message objects (events/recent.py): its
-    earlier messages are decided by looking up the new ids, not by a pass over them."""
-    new = set(new_message_ids)
-    messages = raw.get("messages") or []
-    done, kept = _ECHOES.resume(messages)
-    always = list(kept.always) if kept is not None else []
-    by_id = dict(kept.by_id) if kept is not None else {}
-    echoed = [index for message_id in new if (index := by_id.get(message_id)) is not None]
-    unique = True
-    for index in range(done, len(messages)):
-        message = messages[index]
-        role = message["role"]
-        if role == "user" or (role == "assistant" and not message.get("toolCalls")):
-            # Most of a history is user and assistant texts: decided without an id list.
-            if role == "assistant" and not message.get("content"):
-                always.append(index)
-                echoed.append(index)
-                continue
-            ids = [message["id"]]
-        else:
-            ids = _stored_ids(message)
-            if not ids:
-                always.append(index)
-                echoed.append(index)
-                continue
-        if any(message_id in new for message_id in ids):
-            echoed.append(index)
-        for message_id in ids:
-            unique = unique and message_id not in by_id
-            by_id[message_id] = index
-    if unique:
-        _ECHOES.keep(messages, _Echoes(always=tuple(always), by_id=by_id))
-    if kept is not None:
-        echoed.extend(kept.always)
-    chosen = set(echoed)  # a message with two new ids is found twice
-    if len(chosen) == len(messages):
-        return raw
-    return {**raw, "messages": [messages[index] for index in sorted(chosen)]}
-
-
-_WITHOUT_SYSTEM: PrefixMemo[tuple[InputMessage, ...]] = PrefixMemo(first_id=first_input_id)
-
-
-def without_system_messages(messages: list[InputMessage]) -> list[InputMessage]:
+def without_system_messages(
+    messages: list[InputMessage], history: KnownHistory | None = None
+) -> list[InputMessage]:
     """The history without the client's system and developer messages (what reaches a built-in
     agent's model on v2 unless it sets ``forward_system_messages``). A history re-sent with
-    the next turn is filtered from where the last turn's stopped (``PrefixMemo``)."""
-    done, kept = _WITHOUT_SYSTEM.resume(messages)
+    the next turn is filtered from where the last turn's stopped (``history``)."""
+    done, kept = history.resume(_WITHOUT_SYSTEM, messages) if history else (0, None)
     remaining = [
         message
         for message in (messages[done:] if done else messages)
         if not (message.kind == "text" and message.role in ("system", "developer"))
     ]
     filtered = remaining if kept is None else [*kept, *remaining]
-    _WITHOUT_SYSTEM.keep(messages, tuple(filtered))
+    if history is not None:
+        history.keep(_WITHOUT_SYSTEM, messages, tuple(filtered))
     return filtered
 
 
@@ -470,7 +416,9 @@ def turn_request_from_run_input(
     return TurnRequest(
         thread_id=run_input.thread_id,
         meta_events=_interrupt_answers(run_input, props),
-        messages=input_messages_from_agui(run_input.messages, run_input.own_rows),
+        messages=input_messages_from_agui(
+            run_input.messages, run_input.own_rows, run_input.history
+        ),
         actions=[
             FrontendAction(
                 name=tool["name"],
@@ -488,4 +436,5 @@ def turn_request_from_run_input(
         agent_states=agent_states,
         properties=dict(props),
         frontend_url=frontend_url,
+        history=run_input.history,
     )

@@ -25,13 +25,14 @@ from conversations.services.runs import new_run_id
 from conversations.store.health import db_sync_to_async
 from copilot_runtime.adapters import adapter_from_settings
 from copilot_runtime.agui import responses
+from copilot_runtime.agui.echo import echoed_input
 from copilot_runtime.agui.encoder import SseEncoder
 from copilot_runtime.agui.headers import forwardable_headers
 from copilot_runtime.agui.replay import cursor_parse, replay_stream, thread_history
 from copilot_runtime.agui.run_input import (
     InvalidRunInput,
     RunInput,
-    echoed_input,
+    agui_history,
     issues_text,
     run_input_parse,
     turn_request_from_run_input,
@@ -43,6 +44,7 @@ from copilot_runtime.engine.chat import ChatTurn, chat_turn_events
 from copilot_runtime.errors import AgentNotFoundError, CopilotKitError
 from copilot_runtime.events import Event, RunError, RunFinished
 from copilot_runtime.events.request import TurnRequest
+from copilot_runtime.history import BodyRead
 from copilot_runtime.http.responses import LastChunk, json_response
 from copilot_runtime.runs.executor import run_cancel
 from copilot_runtime.runs.start import StartedTurn, check_agent_runnable, turn_start
@@ -74,13 +76,20 @@ def _turn_request(
     )
     if not agent.forwards_system_messages:
         # A caller's system message must not rewrite a built-in agent's instructions.
-        request.messages = without_system_messages(request.messages)
+        request.messages = without_system_messages(request.messages, request.history)
     return request
 
 
-def _parse(body: Any) -> RunInput | HttpResponse:
+def _parse(
+    body: Any, caller: Caller, read: BodyRead | None = None, *, keep: bool = True
+) -> RunInput | HttpResponse:
+    """The run input, its history entering with it (``read``: what the front door's reading
+    of the body's bytes told of it; ``keep=False``: a request that stores nothing)."""
+    user = caller.user
+    owner_id = user.pk if user.is_authenticated else None
+    history = agui_history(body, owner_id, read, keep=keep)
     try:
-        return run_input_parse(body)
+        return run_input_parse(body, history)
     except InvalidRunInput as invalid:
         return responses.invalid_body(issues_text(invalid.issues))
 
@@ -124,12 +133,17 @@ async def _run_events(
 
 
 async def handle_run(
-    *, request: HttpRequest, caller: Caller, agent_id: str, body: Any
+    *,
+    request: HttpRequest,
+    caller: Caller,
+    agent_id: str,
+    body: Any,
+    read: BodyRead | None = None,
 ) -> HttpResponse:
     agent = await agent_spec(agent_id)
     if agent is None:
         return responses.agent_not_found(agent_id)
-    parsed = _parse(body)
+    parsed = _parse(body, caller, read)
     if isinstance(parsed, HttpResponse):
         return parsed
     turn_request = _turn_request(parsed, agent, frontend_url=_frontend_url(request))
@@ -159,7 +173,7 @@ async def handle_run(
         state_deltas=True,
         client_state=parsed.state if isinstance(parsed.state, dict) else None,
     )
-    echo = echoed_input(parsed.raw, started.new_message_ids)
+    echo = echoed_input(parsed.raw, started.new_message_ids, parsed.history)
     return responses.sse_response(_run_events(started, echo, encoder))
 
 
@@ -169,7 +183,7 @@ async def handle_run(
 async def handle_connect(*, caller: Caller, agent_id: str, body: Any) -> HttpResponse:
     if not await agent_known(agent_id):
         return responses.agent_not_found(agent_id)
-    parsed = _parse(body)
+    parsed = _parse(body, caller, keep=False)
     if isinstance(parsed, HttpResponse):
         return parsed
     cursor = cursor_parse(parsed.raw.get("lastSeenEventId"))
@@ -243,7 +257,7 @@ async def handle_suggest(*, caller: Caller, agent_id: str, body: Any) -> HttpRes
     agent = await agent_spec(agent_id)
     if agent is None:
         return responses.agent_not_found(agent_id)
-    parsed = _parse(body)
+    parsed = _parse(body, caller, keep=False)
     if isinstance(parsed, HttpResponse):
         return parsed
     try:

@@ -45,9 +45,9 @@ from copilot_runtime.endpoints.graphql_http import (
     serve_graphql,
 )
 from copilot_runtime.endpoints.host_middleware import HonouredMiddleware, honoured_middleware
+from copilot_runtime.history import V1, V2, BodyRead, read_body
 from copilot_runtime.http.body import declared_length_refusal, too_large
 from copilot_runtime.http.cors import allowed_origin, decorate
-from copilot_runtime.http.resent import RESENT
 from copilot_runtime.http.responses import (
     REFUSED_VALUE,
     ByteStreamResponse,
@@ -174,8 +174,9 @@ class RuntimeFront:
             return
         except (TimeoutError, asyncio.CancelledError):
             return  # the client never sent its body, or left: nothing to answer
-        parsed = RESENT.json_object(route, body)
-        if parsed is None or (route == "graphql" and not isinstance(parsed.get("query"), str)):
+        # Its history recognised in its bytes (copilot_runtime/history), before they are parsed.
+        read = read_body(V1 if route == "graphql" else V2, body)
+        if read is None or (route == "graphql" and not isinstance(read.value.get("query"), str)):
             # Not the hot path's business (an envelope, bad JSON...): Django answers it.
             await self.app(scope, _replaying(body, receive), send)
             return
@@ -187,8 +188,8 @@ class RuntimeFront:
         if middleware is None:  # built on first use: the settings are loaded by then
             middleware = self._middleware = honoured_middleware()
         refused = _before(middleware, request)
-        response = refused if refused is not None else await _answer(request, route, parsed)
-        del parsed
+        response = refused if refused is not None else await _answer(request, route, read)
+        del read
         response = middleware.after(request, response)
         await _send_response(response, send, scope=scope, receive=receive, request=request)
 
@@ -205,9 +206,9 @@ def _before(middleware: HonouredMiddleware, request: HttpRequest) -> HttpRespons
         return HttpResponseForbidden()
 
 
-async def _answer(request: HttpRequest, route: str, body: dict[str, Any]) -> HttpResponse:
+async def _answer(request: HttpRequest, route: str, read: BodyRead) -> HttpResponse:
     try:
-        return await _respond(request, route, body)
+        return await _respond(request, route, read)
     except Exception:
         logger.exception("serving %s failed", request.path)
         return (
@@ -217,7 +218,8 @@ async def _answer(request: HttpRequest, route: str, body: dict[str, Any]) -> Htt
         )
 
 
-async def _respond(request: HttpRequest, route: str, body: dict[str, Any]) -> HttpResponse:
+async def _respond(request: HttpRequest, route: str, read: BodyRead) -> HttpResponse:
+    body = read.value
     try:
         try:
             # Inside the database guard below: resolving a caller may read the database.
@@ -227,12 +229,12 @@ async def _respond(request: HttpRequest, route: str, body: dict[str, Any]) -> Ht
                 return graphql_auth_error(refused)
             return agui_responses.unauthorized(refused.message)
         if route == "graphql":
-            return await serve_graphql(request, body=body, caller=caller)
+            return await serve_graphql(request, body=body, caller=caller, read=read)
         matched = routes.match_route(_raw_subpath(request))
         if matched is None or matched.method != routes.AGENT_RUN:
             return agui_responses.not_found()
         return await runs.handle_run(
-            request=request, caller=caller, agent_id=matched.agent_id or "", body=body
+            request=request, caller=caller, agent_id=matched.agent_id or "", body=body, read=read
         )
     except DataError as exc:
         # A value the database refused is the caller's mistake, not an outage.

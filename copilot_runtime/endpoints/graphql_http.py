@@ -20,6 +20,7 @@ from copilot_runtime.graphql import transport
 from copilot_runtime.graphql.context import RuntimeContext
 from copilot_runtime.graphql.execution import prepare_operation
 from copilot_runtime.graphql.fastpath import match_fast_operation
+from copilot_runtime.history import BodyRead
 from copilot_runtime.http.responses import ByteStreamResponse, LastChunk, json_response
 
 _GRAPHQL_JSON = "application/graphql-response+json; charset=utf-8"
@@ -113,8 +114,9 @@ def _negotiate_stream(request: HttpRequest) -> str | None:
 
 
 async def serve_graphql(
-    request: HttpRequest, *, body: dict[str, Any], caller: Caller
+    request: HttpRequest, *, body: dict[str, Any], caller: Caller, read: BodyRead | None = None
 ) -> HttpResponse:
+    """``read``: the front door's reading of the body (its history, copilot_runtime/history)."""
     query = body.get("query")
     variables = body.get("variables")
     operation_name = body.get("operationName")
@@ -162,7 +164,7 @@ async def serve_graphql(
 
     fast = match_fast_operation(prepared)
     if fast is not None:
-        outcome = await fast(context=context, variables=variables or {})
+        outcome = await fast(context=context, variables=variables or {}, read=read)
     else:
         outcome = await prepared.execute(context)
 

@@ -106,7 +106,8 @@ class ChatTurn:
         policy = self.policy or LoopPolicy(max_iterations=self.max_iterations)
         actions = {**self.server_actions, **policy.extra_actions}
         state = dict(self.request.state)
-        conversation = model_messages(self.request.messages, self.request.context)
+        request = self.request
+        conversation = model_messages(request.messages, request.context, request.history)
         tools = offered_tools(self.request.actions, actions)
         forwarded = self.request.forwarded
         model = forwarded.model or self.adapter.default_model

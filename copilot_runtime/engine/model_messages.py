@@ -8,8 +8,8 @@ from typing import Any
 import orjson
 
 from copilot_runtime.engine.actions import ServerAction
-from copilot_runtime.events.recent import PrefixMemo, first_input_id
 from copilot_runtime.events.request import FrontendAction, InputMessage
+from copilot_runtime.history import KnownHistory
 
 
 def _context_message(context: list[tuple[str, str]]) -> dict[str, Any] | None:
@@ -23,6 +23,9 @@ def _context_message(context: list[tuple[str, str]]) -> dict[str, Any] | None:
 # Instructions at a history's head (v1 sends its instructions first, under a fresh id with
 # every request): converted apart, so that the rest of the history is the one kept before.
 _INSTRUCTION_ROLES = ("system", "developer")
+# The conversion's form of a known history (copilot_runtime/history): what it left after the
+# history's messages past the leading instructions.
+_FOLDED = "model_messages"
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,9 +39,6 @@ class _Folded:
     calls_by_parent: dict[str, int]
     known_calls: frozenset[str]
     answered: dict[str, int]
-
-
-_FOLDED: PrefixMemo[_Folded] = PrefixMemo(first_id=first_input_id)
 
 
 class _Fold:
@@ -138,16 +138,19 @@ class _Fold:
 
 
 def model_messages(
-    messages: list[InputMessage], context: list[tuple[str, str]]
+    messages: list[InputMessage],
+    context: list[tuple[str, str]],
+    history: KnownHistory | None = None,
 ) -> list[dict[str, Any]]:
     """OpenAI chat messages for the thread: tool calls folded into their assistant message.
 
     Tool results without a matching tool call are dropped (the model API rejects them), and a
     repeated result for the same call is sent once, with the latest content.
 
-    A history re-sent with the next turn comes back as the same message objects
-    (events/recent.py): the conversion resumes after the messages the last turn converted. The
-    entries returned may be shared with later turns: callers must not change them.
+    A history re-sent with the next turn comes back as the same message objects: with the
+    request's ``history`` (``TurnRequest.history``) the conversion resumes after the messages
+    the last turn converted. The entries returned may be shared with later turns: callers must
+    not change them.
     """
     head: list[dict[str, Any]] = []
     context_message = _context_message(context)
@@ -162,14 +165,14 @@ def model_messages(
         head.append({"role": messages[lead].role, "content": messages[lead].content})
         lead += 1
     rest = messages[lead:] if lead else messages
-    done, kept = _FOLDED.resume(rest)
+    done, kept = history.resume(_FOLDED, rest) if history is not None else (0, None)
     fold = _Fold(kept)
     for message in rest[done:]:
         fold.add(message)
     folded = fold.folded()
     # A message without an id gets one when stored: a fold over it is never reused.
-    if all(message.id for message in rest[done:]):
-        _FOLDED.keep(rest, folded)
+    if history is not None and all(message.id for message in rest[done:]):
+        history.keep(_FOLDED, rest, folded)
     entries = folded.entries
     # Without tool calls there is nothing to drop (a text-only thread skips a second pass).
     if fold.known_calls:

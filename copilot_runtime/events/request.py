@@ -13,8 +13,7 @@ from typing import Any
 import orjson
 
 from copilot_runtime.errors import CopilotKitError, ErrorCode
-from copilot_runtime.events.carried import CarriedHistories
-from copilot_runtime.events.recent import Recent
+from copilot_runtime.history import KnownHistory
 
 
 class BadTurnRequest(CopilotKitError):
@@ -37,9 +36,9 @@ class InputMessage:
     image_format: str = ""
     image_bytes: str = ""
     agent_state: dict[str, Any] | None = None
-    # Passed check_turn_request. A remembered history message (events/recent.py) is the same
-    # object in every request that re-sends it: checked once, not at every turn. Not part of
-    # the message (equality, the worker's payload).
+    # Passed check_turn_request. A known history's message (copilot_runtime/history) is the
+    # same object in every request that re-sends it: checked once, not at every turn. Not part
+    # of the message (equality, the worker's payload).
     checked: bool = field(default=False, compare=False, repr=False, metadata={"local": True})
     # Its JSON form in the worker's request (``turn_request_to_json``), made once per message
     # object, with the id it was made for (a message the client sent without one is given an
@@ -97,11 +96,17 @@ class TurnRequest:
     # client's thread id names a thread only together with its owner. Not in the run's task:
     # the worker takes it from the task's placement, which carries it already.
     thread_pk: int | None = field(default=None, compare=False, metadata={"local": True})
+    # What this process knows of the history the request carries (copilot_runtime/history):
+    # made where the request entered, resumed and added to by each layer's pass over the
+    # messages. None: nothing known, and nothing kept for the next turn.
+    history: KnownHistory | None = field(
+        default=None, compare=False, repr=False, metadata={"local": True}
+    )
 
 
 def parse_datetime(raw: Any) -> dt.datetime | None:
-    # Not cached: the web parses a re-sent history message once while it is remembered
-    # (copilot_runtime/events/recent.py), and fromisoformat is cheap.
+    # Not cached: a re-sent history message is parsed once while its history is known
+    # (copilot_runtime/history), and fromisoformat is cheap.
     if not isinstance(raw, str) or not raw:
         return None
     try:
@@ -155,7 +160,7 @@ def message_for_hooks(message: InputMessage) -> dict[str, Any]:
 def turn_request_to_json(request: TurnRequest) -> str:
     """``turn_request_to_payload`` as JSON text, the form a Celery task carries. Each history
     message is written once per message object, and re-sent ones (the same objects while the
-    history is remembered, copilot_runtime/events/recent.py) are copied in as written: the
+    history is known, copilot_runtime/history) are copied in as written: the
     request's form then costs the new messages, not the thread. As text, the task's decoding
     (kombu's JSON with its object hook, in the worker's consumer and again in its pool) reads
     the history as one string instead of building each of its objects twice.
@@ -163,8 +168,7 @@ def turn_request_to_json(request: TurnRequest) -> str:
     Raises ``TypeError`` for a value orjson does not write (none that a parsed request holds;
     an integer over 64 bits put there by a hook): the payload form carries those.
     """
-    # The messages first: a worker recognises the history it read on the thread's previous
-    # turn by the text it begins with (copilot_runtime/events/carried.py).
+    # The messages first, as every version has written them.
     payload: dict[str, Any] = {
         "messages": [orjson.Fragment(_message_json(m)) for m in request.messages]
     }
@@ -179,11 +183,6 @@ def message_json(message: InputMessage) -> bytes:
     return _message_json(message)
 
 
-def messages_from_json(text: str | bytes) -> list[InputMessage]:
-    """Messages from a JSON list of their forms (``message_json``), each made anew."""
-    return [_message_from_payload(raw) for raw in orjson.loads(text)]
-
-
 def _message_json(message: InputMessage) -> bytes:
     cached = message.json_form
     if cached is not None and cached[0] == message.id:
@@ -193,21 +192,23 @@ def _message_json(message: InputMessage) -> bytes:
     return written
 
 
-def turn_request_from_json(text: str, *, thread_key: str | None = None) -> TurnRequest:
-    """The request a task carries, as ``turn_request_to_json`` wrote it. ``thread_key``: its
-    thread, whose history this process read from the thread's previous task, if any, and
-    need not read again."""
-    payload, messages = _CARRIED_TEXTS.read(
-        thread_key, text, history=_messages_from_payload, more=_more_messages
-    )
-    return _request_from_payload(payload, messages)
+def turn_request_from_json(text: str) -> TurnRequest:
+    """The request a task carries, as ``turn_request_to_json`` wrote it, its messages each made
+    anew (a worker takes those of a history it knows as it made them: runs/task_history.py)."""
+    return turn_request_from_payload(orjson.loads(text))
 
 
 def turn_request_from_payload(payload: dict[str, Any]) -> TurnRequest:
-    return _request_from_payload(payload, _messages_from_payload(payload["messages"]))
+    return turn_request_with_messages(
+        payload, [message_from_payload(raw) for raw in payload["messages"]]
+    )
 
 
-def _request_from_payload(payload: dict[str, Any], messages: list[InputMessage]) -> TurnRequest:
+def turn_request_with_messages(
+    payload: dict[str, Any], messages: list[InputMessage]
+) -> TurnRequest:
+    """The request of ``payload`` (``turn_request_to_payload``'s form) with ``messages``, made
+    of its ``messages`` already."""
     data = dict(payload)
     data["messages"] = messages
     data["actions"] = [FrontendAction(**action) for action in payload["actions"]]
@@ -216,45 +217,9 @@ def _request_from_payload(payload: dict[str, Any], messages: list[InputMessage])
     return TurnRequest(**data)
 
 
-# The worker's side of a re-sent history: each run's task carries the thread's whole history,
-# and a message equal to one an earlier task carried (in the same process) is that message
-# again, as the web's parsers remember theirs (copilot_runtime/events/recent.py).
-_CARRIED_MESSAGES: Recent[InputMessage] = Recent()
-# And its histories as the tasks' text, by thread.
-_CARRIED_TEXTS: CarriedHistories[InputMessage] = CarriedHistories()
-
-
-def _messages_from_payload(raws: list[dict[str, Any]]) -> list[InputMessage]:
-    known, remembered = _CARRIED_MESSAGES.history_prefix(raws)
-    messages = remembered[:known] + _more_messages(raws[known:])
-    _CARRIED_MESSAGES.keep_history(raws, messages, known=known, rememberable=_rememberable)
-    return messages
-
-
-def _more_messages(raws: list[dict[str, Any]]) -> list[InputMessage]:
-    """The messages of ``raws``, each looked up on its own."""
-    return [
-        _CARRIED_MESSAGES.made_from(raw.get("id"), raw, _message_from_payload)
-        if _rememberable(raw)
-        else _message_from_payload(raw)
-        for raw in raws
-    ]
-
-
-def _message_from_payload(raw: dict[str, Any]) -> InputMessage:
+def message_from_payload(raw: dict[str, Any]) -> InputMessage:
+    """One message of a payload (``turn_request_to_payload``'s ``messages``)."""
     return InputMessage(**{**raw, "created_at": parse_datetime(raw.get("created_at"))})
-
-
-def _rememberable(raw: dict[str, Any]) -> bool:
-    # Equal payloads make equal messages, except where a nested value compares equal across
-    # types (True == 1 in a tool call's arguments or an agent's state): those are made anew.
-    message_id = raw.get("id")
-    return (
-        type(message_id) is str
-        and message_id != ""
-        and raw.get("arguments") is None
-        and raw.get("agent_state") is None
-    )
 
 
 # What the store's columns hold (conversations/models.py): ids and names up to 255 characters,

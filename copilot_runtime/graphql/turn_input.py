@@ -7,7 +7,6 @@ from typing import Any
 
 import orjson
 
-from copilot_runtime.events.recent import Recent
 from copilot_runtime.events.request import (
     BadTurnRequest,
     ForwardedParameters,
@@ -16,36 +15,37 @@ from copilot_runtime.events.request import (
     TurnRequest,
     parse_datetime,
 )
+from copilot_runtime.history import HISTORIES, V1, BodyRead, KnownHistory
 
-# The history comes back with every turn (see copilot_runtime/events/recent.py). A message
-# without an id is parsed every time: the store gives it one (the only write to an
-# InputMessage after parsing).
-_PARSED_MESSAGES: Recent[InputMessage] = Recent()
-
-
-def was_parsed(raw: dict[str, Any]) -> bool:
-    """Whether a message equal to ``raw`` was parsed under its id (and is still remembered).
-
-    Only checked messages reach the parser, in their plain form (the fast check's output, or
-    graphql-core's coerced values made plain), so a message equal to one of them passes the
-    check too: the fast check asks this instead of remembering the history a second time.
-    """
-    return _PARSED_MESSAGES.recall(raw.get("id"), raw)[0]
+# The v1 parse's form of a known history (copilot_runtime/history): the message each one
+# parsed into. Only checked messages reach the parser, in their plain form (the fast check's
+# output, or graphql-core's coerced values made plain): the fast check takes those it holds
+# as checked (``parsed_range``).
+PARSED = "graphql.parsed"
 
 
-def parsed_history_prefix(raws: list[Any]) -> int:
-    """How many of the first messages of ``raws`` equal, together, a history the parser kept
-    (``was_parsed`` for a whole prefix at once)."""
-    return _PARSED_MESSAGES.history_prefix(raws)[0]
+def v1_history(
+    data: Any, owner_id: int | None, read: BodyRead | None = None
+) -> KnownHistory | None:
+    """The known history of the input's messages, entering with its request (``read``: what
+    the request's bytes told of it); None for an input without a messages array."""
+    messages = data.get("messages") if isinstance(data, dict) else None
+    if not isinstance(messages, list):
+        return None
+    session = data.get("agentSession")
+    thread_id = data.get("threadId") or (
+        session.get("threadId") if isinstance(session, dict) else None
+    )
+    thread = (owner_id, thread_id) if isinstance(thread_id, str) and thread_id else None
+    return HISTORIES.enter(V1, messages, thread=thread, read=read)
 
 
-def _rememberable(raw: Any) -> bool:
-    # An agent state message's Boolean fields compare equal to numbers (True == 1), which the
-    # check refuses: never recognised by equality (as in the fast check, message by message).
-    if type(raw) is not dict or "agentStateMessage" in raw:
-        return False
-    message_id = raw.get("id")
-    return type(message_id) is str and message_id != ""
+def parsed_range(history: KnownHistory | None, raws: Any) -> tuple[int, int]:
+    """``(start, stop)``: ``raws[start:stop]`` are messages of ``history`` parsed before."""
+    if history is None or history.raws is not raws:
+        return 0, 0
+    start, stop, _made = history.reuse(PARSED, raws)
+    return start, stop
 
 
 def _parse_arguments(raw: str) -> dict[str, Any]:
@@ -149,14 +149,22 @@ def _parse_forwarded(raw: dict[str, Any] | None) -> ForwardedParameters:
     )
 
 
-def parse_generate_input(data: dict[str, Any], properties: dict[str, Any] | None) -> TurnRequest:
-    """A ``TurnRequest`` from coerced ``GenerateCopilotResponseInput`` variables."""
+def parse_generate_input(
+    data: dict[str, Any],
+    properties: dict[str, Any] | None,
+    history: KnownHistory | None = None,
+) -> TurnRequest:
+    """A ``TurnRequest`` from coerced ``GenerateCopilotResponseInput`` variables. The messages
+    of ``history`` (``v1_history``, for these very messages) parsed before are not again."""
     raws = data.get("messages") or []
-    known, remembered = _PARSED_MESSAGES.history_prefix(raws)
-    messages = remembered[:known] + [
-        _PARSED_MESSAGES.made_from(raw.get("id"), raw, parse_input_message) for raw in raws[known:]
-    ]
-    _PARSED_MESSAGES.keep_history(raws, messages, known=known, rememberable=_rememberable)
+    if history is not None and history.raws is not raws:
+        history = None
+    start, stop, known = history.reuse(PARSED, raws) if history is not None else (0, 0, [])
+    messages = [parse_input_message(raw) for raw in raws[:start]]
+    messages += known
+    messages += [parse_input_message(raw) for raw in raws[stop:]]
+    if history is not None:
+        history.keep_each(PARSED, raws, messages, start, stop)
     frontend = data.get("frontend") or {}
     actions = [
         action
@@ -187,4 +195,5 @@ def parse_generate_input(data: dict[str, Any], properties: dict[str, Any] | None
         properties=dict(properties or {}),
         frontend_url=frontend.get("url"),
         cloud=data.get("cloud"),
+        history=history,
     )

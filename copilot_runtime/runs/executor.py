@@ -26,7 +26,6 @@ from copilot_runtime.conf import runtime_setting
 from copilot_runtime.events import Event, RunError, RunFinished, event_from_payload
 from copilot_runtime.events.request import (
     TurnRequest,
-    turn_request_from_json,
     turn_request_from_payload,
     turn_request_to_json,
     turn_request_to_payload,
@@ -44,7 +43,7 @@ from copilot_runtime.runs.replies import (
     replying_to,
 )
 from copilot_runtime.runs.stops import announce_stop
-from copilot_runtime.runs.task_history import request_rebuilt
+from copilot_runtime.runs.task_history import request_from_text, request_rebuilt
 
 if TYPE_CHECKING:  # Celery is imported on use: only the celery executor needs it
     from celery import Celery
@@ -96,10 +95,8 @@ def request_from_task(placement: dict[str, Any]) -> TurnRequest:
     thread_pk = thread_pk if type(thread_pk) is int else None
     text = placement.get("request_json")
     if text is not None:
-        thread_key = None if thread_pk is None else str(thread_pk)
-        request = turn_request_from_json(text, thread_key=thread_key)
-    else:
-        request = turn_request_from_payload(placement["request"])
+        return request_from_text(text, thread_pk)
+    request = turn_request_from_payload(placement["request"])
     request.thread_pk = thread_pk
     return request
 

@@ -19,7 +19,6 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from conversations.models import RunStatus
 from conversations.services.runs import RunOutcome, Usage, new_run_id
 from conversations.store import PreparedTurn, turn_store
-from conversations.store.known import ThreadKey
 from conversations.store.types import Progress, TurnRecord
 from copilot_runtime.engine.agent_host import agent_host
 from copilot_runtime.engine.hooks import (
@@ -34,6 +33,7 @@ from copilot_runtime.events.request import (
     check_turn_request,
     message_for_hooks,
 )
+from copilot_runtime.history import ThreadKey
 from copilot_runtime.runs.executor import (
     CELERY,
     enqueue_run,
@@ -116,6 +116,7 @@ def _turn_record(
         messages=request.messages,
         run_id=run_id or new_run_id(),
         want_state=client_state is None,
+        history=request.history,
     )
     return record, client_state
 

@@ -26,11 +26,12 @@ into the message the client sent.
 
 Telling which rows still match would mean reading them back on the web at every turn. An
 earlier request's messages are what the client sent: found again by their form, they are the
-very values the web parsed. So the web remembers, per thread, the forms of the last request it
-queued (``SentHistories``), and the task names that run as its ``base``.
+very values the web parsed. So the request's known history (copilot_runtime/history) keeps the
+forms of the last request this process queued on the thread (``QueuedRun``), and the task names
+that run as its ``base``.
 
-The worker finds the base in its own cache (``ExecutedHistories``: per thread, the messages of
-the last run it executed, usually the base itself) or in the database: every run stores, in its
+The worker finds the base in its known history of the thread (per stored thread, the messages
+of the last run it executed, usually the base itself) or in the database: every run stores, in its
 request payload (``task_history``, written by the statement that inserts the run), what its
 task carried of the history: its base, where the base's messages go, and the carried messages'
 JSON as text (a JSON string keeps its bytes in jsonb). A run's messages are rebuilt by following
@@ -56,27 +57,29 @@ upgrade the workers before the web processes, as for ``execute_runs`` (copilot_r
 from __future__ import annotations
 
 import dataclasses
-from collections import OrderedDict
-from typing import Any, NamedTuple
+from typing import Any
+
+import orjson
 
 from conversations.selectors import TASK_HISTORY_KEY, run_task_histories
 from conversations.store.health import db_sync_to_async
-from conversations.store.known import ThreadKey
-from copilot_runtime.events.recent import MESSAGES, RecentStore
 from copilot_runtime.events.request import (
     InputMessage,
     TurnRequest,
+    message_from_payload,
     message_json,
-    messages_from_json,
     turn_request_from_json,
     turn_request_to_json,
     turn_request_to_payload,
+    turn_request_with_messages,
 )
+from copilot_runtime.history import HISTORIES, KnownHistory, QueuedRun, ThreadKey
 
 __all__ = [
     "TASK_HISTORY_KEY",
     "CarriedTask",
     "HistoryUnavailable",
+    "request_from_text",
     "request_rebuilt",
     "run_keeps",
     "task_carried",
@@ -85,6 +88,10 @@ __all__ = [
 
 # [i, j, n]: messages i .. i+n-1 of a request are messages j .. j+n-1 of its base's.
 Span = list[int]
+# The route a worker's known histories are kept under (copilot_runtime/history), and their
+# form: the messages made of the payloads a task carries.
+ROUTE = "task"
+_MESSAGES = "task.messages"
 
 
 class HistoryUnavailable(Exception):
@@ -93,55 +100,6 @@ class HistoryUnavailable(Exception):
 
 
 # --- the web's side ---------------------------------------------------------------------------
-
-
-class _Sent(NamedTuple):
-    """The last request this process queued on a thread: what a later one may refer to."""
-
-    thread_pk: int
-    run_id: str
-    forms: list[bytes]  # its messages' JSON forms, in order
-    first_at: dict[str, int]  # where each message id first comes in them
-
-
-class SentHistories:
-    """Per thread (owner, client thread id), the last request this process queued on it, least
-    recently used out first; bounded, as the other memories of histories, by the
-    REMEMBERED_MESSAGES setting, in messages (the forms are the messages' own cached bytes)."""
-
-    def __init__(self, store: RecentStore = MESSAGES) -> None:
-        self._store = store
-        self._sent: OrderedDict[ThreadKey, _Sent] = OrderedDict()
-        self._count = 0
-
-    def __len__(self) -> int:
-        return len(self._sent)
-
-    def get(self, thread: ThreadKey) -> _Sent | None:
-        # A plain look-up: the ORM store asks from its own thread, inside its transaction.
-        return self._sent.get(thread)
-
-    def remember(self, thread: ThreadKey, sent: _Sent) -> None:
-        self.forget(thread)
-        if len(sent.forms) > self._store.size:
-            return
-        self._sent[thread] = sent
-        self._count += len(sent.forms)
-        while self._count > self._store.size:
-            _thread, dropped = self._sent.popitem(last=False)
-            self._count -= len(dropped.forms)
-
-    def forget(self, thread: ThreadKey) -> None:
-        dropped = self._sent.pop(thread, None)
-        if dropped is not None:
-            self._count -= len(dropped.forms)
-
-    def clear(self) -> None:
-        self._sent.clear()
-        self._count = 0
-
-
-SENT = SentHistories()
 
 
 @dataclasses.dataclass(slots=True)
@@ -162,9 +120,10 @@ class CarriedTask:
 
 def task_carried(request: TurnRequest, *, thread: ThreadKey, run_id: str) -> CarriedTask:
     """The request's part of run ``run_id``'s task, referring to the last request this process
-    queued on ``thread``; called while the turn is stored (the run keeps ``stored``), once the
-    request is final (its agent state decided, the ids its messages lacked given)."""
-    sent = SENT.get(thread)
+    queued on ``thread`` (as the request's known history says); called while the turn is
+    stored (the run keeps ``stored``), once the request is final (its agent state decided, the
+    ids its messages lacked given)."""
+    sent = _queued(request.history, thread)
     messages = request.messages
     try:
         forms = [message_json(message) for message in messages]
@@ -188,13 +147,18 @@ def task_carried(request: TurnRequest, *, thread: ThreadKey, run_id: str) -> Car
     )
 
 
+def _queued(history: KnownHistory | None, thread: ThreadKey) -> QueuedRun | None:
+    queued = history.queued if history is not None else None
+    return queued if queued is not None and queued.thread == thread else None
+
+
 def _spans(
-    forms: list[bytes], messages: list[InputMessage], sent: _Sent | None
+    forms: list[bytes], messages: list[InputMessage], sent: QueuedRun | None
 ) -> tuple[list[Span], list[int]]:
     """Where the request's messages are found in ``sent`` (``Span``s), and the indices of
     those that are not. A re-sent history's messages are the very objects parsed before
-    (copilot_runtime/events/recent.py), so their forms are the same bytes objects: mostly an
-    identity test per message."""
+    (copilot_runtime/history), so their forms are the same bytes objects: mostly an identity
+    test per message."""
     if sent is None:
         return [], list(range(len(forms)))
     base = sent.forms
@@ -229,21 +193,26 @@ def task_placement(
     request: TurnRequest,
 ) -> dict[str, Any]:
     """The request's part of the placement, once the turn is stored on thread ``thread_pk``;
-    and this run becomes the base later turns on ``thread`` refer to."""
+    and this run becomes the base later turns on ``thread`` refer to (its known history
+    keeps it)."""
+    known = request.history
     if carried.forms is None:
-        SENT.forget(thread)  # its run stored nothing to refer to
+        if known is not None:
+            known.queued = None  # its run stored nothing to refer to
         return carried.placement
     if carried.base_thread_pk is not None and carried.base_thread_pk != thread_pk:
         # The thread was deleted and made again under the same id since the base was queued:
         # the base went with the old one. Everything travels; no later task refers to this
         # run (what it stored names the lost base).
-        SENT.forget(thread)
+        if known is not None:
+            known.queued = None
         history = {"base": None, "count": len(carried.forms), "spans": []}
         return {"request_part": turn_request_to_json(request), "history": history}
-    first_at: dict[str, int] = {}
-    for index, message in enumerate(request.messages):
-        first_at.setdefault(message.id, index)
-    SENT.remember(thread, _Sent(thread_pk, carried.run_id, carried.forms, first_at))
+    if known is not None:
+        first_at: dict[str, int] = {}
+        for index, message in enumerate(request.messages):
+            first_at.setdefault(message.id, index)
+        known.queued = QueuedRun(thread, thread_pk, carried.run_id, carried.forms, first_at)
     return carried.placement
 
 
@@ -257,52 +226,6 @@ def run_keeps(kept: dict[str, Any] | None, carried: CarriedTask) -> dict[str, An
 # --- the worker's side ------------------------------------------------------------------------
 
 
-class _Executed(NamedTuple):
-    run_id: str
-    messages: list[InputMessage]
-
-
-class ExecutedHistories:
-    """Per stored thread, the messages of the last run this process rebuilt on it, least
-    recently used out first; bounded by the REMEMBERED_MESSAGES setting, in messages. The
-    messages are shared with the runs (read-only past their parsing, as every remembered
-    message is), so the next run's conversion resumes after them (model_messages.py)."""
-
-    def __init__(self, store: RecentStore = MESSAGES) -> None:
-        self._store = store
-        self._executed: OrderedDict[int, _Executed] = OrderedDict()
-        self._count = 0
-
-    def __len__(self) -> int:
-        return len(self._executed)
-
-    def get(self, thread_pk: int) -> _Executed | None:
-        found = self._executed.get(thread_pk)
-        if found is not None:
-            self._executed.move_to_end(thread_pk)
-        return found
-
-    def remember(self, thread_pk: int, run_id: str, messages: list[InputMessage]) -> None:
-        dropped = self._executed.pop(thread_pk, None)
-        if dropped is not None:
-            self._count -= len(dropped.messages)
-        if len(messages) > self._store.size:
-            return
-        # A copy: the run owns its request's list; the messages themselves are shared.
-        self._executed[thread_pk] = _Executed(run_id, list(messages))
-        self._count += len(messages)
-        while self._count > self._store.size:
-            _thread, old = self._executed.popitem(last=False)
-            self._count -= len(old.messages)
-
-    def clear(self) -> None:
-        self._executed.clear()
-        self._count = 0
-
-
-EXECUTED = ExecutedHistories()
-
-
 async def request_rebuilt(*, run_id: str, placement: dict[str, Any]) -> TurnRequest:
     """The request a referring task (``"history"`` in its placement) was made of: exactly the
     web's, messages included. Raises ``HistoryUnavailable`` when that cannot be."""
@@ -310,36 +233,88 @@ async def request_rebuilt(*, run_id: str, placement: dict[str, Any]) -> TurnRequ
     if type(thread_pk) is not int:
         raise HistoryUnavailable(f"the task of run {run_id} names no stored thread")
     history = placement["history"]
-    request = turn_request_from_json(placement["request_part"])
-    base: list[InputMessage] = []
+    payload = orjson.loads(placement["request_part"])
+    carried = payload["messages"]
     if history.get("spans"):
-        base = await _base_messages(thread_pk, history.get("base"))
-    request.messages = _assembled(history, base, request.messages)
+        base_known, base = await _base(thread_pk, history.get("base"))
+        raws = _assembled(history, base_known.raws, carried)
+        messages = _assembled(history, base, [message_from_payload(raw) for raw in carried])
+        first = history["spans"][0]
+        # Led by the base's own first messages (the usual case: the history, then the new
+        # messages): known the same objects without looking at them.
+        head = first[2] if first[:2] == [0, 0] else 0
+        known = HISTORIES.enter(ROUTE, raws, thread=thread_pk, continues=(base_known, head))
+        known.keep_each(_MESSAGES, raws, messages)
+    else:
+        _assembled(history, [], carried)  # checked: everything travels
+        known, messages = _task_messages(carried, thread_pk)
+    known.run_id = run_id  # the base later tasks of the thread name
+    request = turn_request_with_messages(payload, messages)
     request.thread_pk = thread_pk
-    EXECUTED.remember(thread_pk, run_id, request.messages)
+    request.history = known
     return request
 
 
-async def _base_messages(thread_pk: int, base_id: Any) -> list[InputMessage]:
-    cached = EXECUTED.get(thread_pk)
-    if cached is not None and cached.run_id == base_id:
-        return cached.messages
-    # Another run of the thread, or none: the base's history from the database (the stored
-    # parts of the runs back to the cached one, or to one that carried everything).
-    parts = await db_sync_to_async(run_task_histories)(thread_pk=thread_pk)
-    return _resolved(base_id, parts, cached)
+def request_from_text(text: str, thread_pk: int | None) -> TurnRequest:
+    """The request a task of an earlier version carries whole (``request_json``), the
+    thread's history the worker knows taken as it was made."""
+    if thread_pk is None:
+        return turn_request_from_json(text)
+    payload = orjson.loads(text)
+    known, messages = _task_messages(payload["messages"], thread_pk)
+    request = turn_request_with_messages(payload, messages)
+    request.thread_pk = thread_pk
+    request.history = known
+    return request
+
+
+def _task_messages(
+    raws: list[dict[str, Any]], thread_pk: int
+) -> tuple[KnownHistory, list[InputMessage]]:
+    """The messages of a task's payloads: those of the thread's known history (equal
+    payloads, copilot_runtime/history) as they were made, the others made here."""
+    known = HISTORIES.enter(ROUTE, raws, thread=thread_pk)
+    messages, start, stop = _made(known)
+    known.keep_each(_MESSAGES, raws, messages, start, stop)
+    return known, messages
+
+
+async def _base(thread_pk: int, base_id: Any) -> tuple[KnownHistory, list[InputMessage]]:
+    """The known history of run ``base_id``'s request, and its messages: this worker's of the
+    thread when it is that run's, else read from the database."""
+    cached = HISTORIES.of_thread(thread_pk)
+    if cached is not None and (cached.route != ROUTE or cached.run_id is None):
+        cached = None
+    if cached is None or cached.run_id != base_id:
+        # Another run of the thread, or none: the base's history from the database (the
+        # stored parts of the runs back to the cached one, or to one that carried everything).
+        parts = await db_sync_to_async(run_task_histories)(thread_pk=thread_pk)
+        raws = _resolved(base_id, parts, cached)
+        cached = HISTORIES.enter(ROUTE, raws, thread=thread_pk, keep=False)
+    return cached, _made(cached)[0]
+
+
+def _made(known: KnownHistory) -> tuple[list[InputMessage], int, int]:
+    """The messages of ``known``'s payloads, as an earlier run made them where they are its
+    messages (``raws[start:stop]``), and where."""
+    raws = known.raws
+    start, stop, made = known.reuse(_MESSAGES, raws)
+    messages = [message_from_payload(raw) for raw in raws[:start]]
+    messages += made
+    messages += [message_from_payload(raw) for raw in raws[stop:]]
+    return messages, start, stop
 
 
 def _resolved(
-    base_id: Any, parts: dict[str, dict[str, Any]], cached: _Executed | None
-) -> list[InputMessage]:
-    """The messages of run ``base_id``, from the runs' stored ``parts``."""
+    base_id: Any, parts: dict[str, dict[str, Any]], cached: KnownHistory | None
+) -> list[dict[str, Any]]:
+    """The payloads of run ``base_id``'s messages, from the runs' stored ``parts``."""
     chain: list[dict[str, Any]] = []
     run_id = base_id
-    messages: list[InputMessage] = []
+    raws: list[dict[str, Any]] = []
     while run_id is not None:
         if cached is not None and run_id == cached.run_id:
-            messages = cached.messages
+            raws = cached.raws
             break
         part = parts.pop(run_id, None) if isinstance(run_id, str) else None  # each run once
         if part is None:
@@ -350,16 +325,14 @@ def _resolved(
         text = part.get("messages")
         if not isinstance(text, str):
             raise HistoryUnavailable("a run's stored history has no messages")
-        messages = _assembled(part, messages, messages_from_json(text))
-    return messages
+        raws = _assembled(part, raws, orjson.loads(text))
+    return raws
 
 
-def _assembled(
-    history: dict[str, Any], base: list[InputMessage], carried: list[InputMessage]
-) -> list[InputMessage]:
-    """The request's messages: the base's where ``history``'s spans say, the carried ones in
-    the other places, in order."""
-    messages: list[InputMessage] = []
+def _assembled(history: dict[str, Any], base: list[Any], carried: list[Any]) -> list[Any]:
+    """The request's messages (or their payloads): the base's where ``history``'s spans say,
+    the carried ones in the other places, in order."""
+    messages: list[Any] = []
     taken = 0
     try:
         for i, j, n in history["spans"]:

@@ -17,7 +17,7 @@ from copilot_runtime.conf import (
     runtime_setting,
     runtime_settings,
 )
-from copilot_runtime.events.recent import MESSAGES, Recent
+from copilot_runtime.history import HISTORIES
 
 
 @pytest.fixture(autouse=True)
@@ -169,42 +169,41 @@ def test_anonymous_callers_are_allowed_only_while_debug_is_on_by_default(
 
 
 def test_the_remembered_messages_bound_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The process-wide bound on remembered history messages (events/recent.py) follows
-    REMEMBERED_MESSAGES, from the project's dict or the environment; a smaller bound lets the
-    oldest messages go at once."""
-    recent: Recent[str] = Recent()
-    for key in ("conf-a", "conf-b", "conf-c"):
-        recent.keep(key, {"id": key}, key.upper())
+    """The process's bound on the history messages it remembers (copilot_runtime/history)
+    follows REMEMBERED_MESSAGES, from the project's dict or the environment; a smaller bound
+    lets the oldest histories go at once."""
+    for thread in ("conf-a", "conf-b", "conf-c"):
+        HISTORIES.enter("test", [{"id": f"{thread}-1"}], thread=(None, thread))
 
     with override_settings(COPILOT_RUNTIME={"REMEMBERED_MESSAGES": 2}):
-        assert MESSAGES.size == 2
-        assert len(MESSAGES) == 2
-        assert recent.recall("conf-a", {"id": "conf-a"}) == (False, None)
-        assert recent.recall("conf-c", {"id": "conf-c"}) == (True, "CONF-C")
+        assert HISTORIES.size == 2
+        assert HISTORIES.messages == 2
+        assert HISTORIES.of_thread((None, "conf-a")) is None
+        assert HISTORIES.of_thread((None, "conf-c")) is not None
 
-    assert MESSAGES.size == DEFAULTS["REMEMBERED_MESSAGES"]
+    assert HISTORIES.size == DEFAULTS["REMEMBERED_MESSAGES"]
     monkeypatch.setenv("COPILOT_RUNTIME_REMEMBERED_MESSAGES", "8192")
     runtime_settings.cache_clear()
     apply_process_settings()
-    assert MESSAGES.size == 8192
+    assert HISTORIES.size == 8192
     monkeypatch.delenv("COPILOT_RUNTIME_REMEMBERED_MESSAGES")
     runtime_settings.cache_clear()
     apply_process_settings()
-    assert MESSAGES.size == DEFAULTS["REMEMBERED_MESSAGES"]
+    assert HISTORIES.size == DEFAULTS["REMEMBERED_MESSAGES"]
 
 
 def test_a_malformed_bound_is_left_to_the_system_checks() -> None:
     """Applied when the app starts: a wrong value must not crash the start-up with a
     traceback; ``manage.py check`` names it."""
     with override_settings(COPILOT_RUNTIME={"REMEMBERED_MESSAGES": "lots"}):
-        assert MESSAGES.size == DEFAULTS["REMEMBERED_MESSAGES"]
+        assert HISTORIES.size == DEFAULTS["REMEMBERED_MESSAGES"]
         found = [error.msg for error in check_runtime_settings()]
         assert any("REMEMBERED_MESSAGES" in message for message in found)
     with override_settings(COPILOT_RUNTIME="not a dict"):
-        assert MESSAGES.size == DEFAULTS["REMEMBERED_MESSAGES"]
+        assert HISTORIES.size == DEFAULTS["REMEMBERED_MESSAGES"]
     for value in (float("inf"), float("nan")):
         with override_settings(COPILOT_RUNTIME={"REMEMBERED_MESSAGES": value}):
-            assert MESSAGES.size == DEFAULTS["REMEMBERED_MESSAGES"]
+            assert HISTORIES.size == DEFAULTS["REMEMBERED_MESSAGES"]
 
 
 def test_a_bound_from_the_environment_that_is_no_number_does_not_stop_the_start(
@@ -214,15 +213,15 @@ def test_a_bound_from_the_environment_that_is_no_number_does_not_stop_the_start(
         monkeypatch.setenv("COPILOT_RUNTIME_REMEMBERED_MESSAGES", raw)
         runtime_settings.cache_clear()
         apply_process_settings()
-        assert MESSAGES.size == DEFAULTS["REMEMBERED_MESSAGES"]
+        assert HISTORIES.size == DEFAULTS["REMEMBERED_MESSAGES"]
 
 
 def test_a_process_serving_both_protocols_remembers_at_most_the_bound() -> None:
-    """The v1 parser's and the v2 check's remembered messages share REMEMBERED_MESSAGES: the
-    newer protocol's messages push out the older ones."""
+    """The v1 and v2 histories share REMEMBERED_MESSAGES: the newer protocol's push out the
+    older ones."""
     from benchmarks.client_request import request_variables
-    from copilot_runtime.agui.run_input import run_input_parse
-    from copilot_runtime.graphql.turn_input import parse_generate_input, was_parsed
+    from copilot_runtime.agui.run_input import agui_history, run_input_parse
+    from copilot_runtime.graphql.turn_input import parse_generate_input, v1_history
 
     v1_data = request_variables(thread_id="both-v1", tokens=3)["data"]
     first = v1_data["messages"][0]
@@ -240,11 +239,10 @@ def test_a_process_serving_both_protocols_remembers_at_most_the_bound() -> None:
         ],
     }
     with override_settings(COPILOT_RUNTIME={"REMEMBERED_MESSAGES": 4}):
-        MESSAGES.resize(0)  # what earlier tests left
-        MESSAGES.resize(4)
-        parse_generate_input(v1_data, None)
-        assert all(was_parsed(message) for message in v1_data["messages"])
-        run_input_parse(v2_body)
+        parse_generate_input(v1_data, None, v1_history(v1_data, None))
+        assert HISTORIES.of_thread((None, "both-v1")) is not None
+        run_input_parse(v2_body, agui_history(v2_body, None))
 
-        assert len(MESSAGES) == 4
-        assert [was_parsed(message) for message in v1_data["messages"]] == [False, False, True]
+        assert HISTORIES.messages == 3
+        assert HISTORIES.of_thread((None, "both-v1")) is None
+        assert HISTORIES.of_thread((None, "both-v2")) is not None

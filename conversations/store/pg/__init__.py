@@ -21,7 +21,7 @@ The modules, from the store down:
 - ``store.py``: ``PgTurnStore``, the ``TurnStore`` (``../types.py``) on PostgreSQL;
 - ``prepare.py``: a turn's preparation, from its look-up to its write;
 - ``look_up.py``, ``turn_write.py``, ``progress.py``: the statements, and their groups;
-- ``history_ids.py``: the ids a history carries, and what this process knows the thread holds;
+- ``history_ids.py``: the ids a history carries, and what its known history says the thread holds;
 - ``pools.py``: the connection pools and the session set-up of their connections;
 - ``params.py``: rows as one JSON parameter, NUL characters replaced;
 - ``errors.py``: psycopg's errors as Django's, and what a turn racing another meets;

@@ -1,9 +1,13 @@
 """The message ids a turn's history carries, and what this process knows its thread holds.
 
 A client re-sends the whole history with every turn. ``stored_by_id`` reads it once per new
-message, not once per turn; ``remember_known`` records, after a turn's write, that every id it
-carried is stored and current, so that the next turn's look-up asks only about its new ones
-(``conversations/store/known.py``).
+message, not once per turn; ``known_ids`` gives the ids the request's known history
+(copilot_runtime/history) says the thread holds as current, so that the turn's look-up asks the
+database about the other ids only; ``remember_stored`` records, after a turn's write, that
+every id it carried is stored and current, at the thread's history version (migration 0009: a
+trigger draws a new version whenever a statement changes or deletes the thread's messages,
+whoever runs it). Another process adding messages to the thread leaves the version as it is,
+and those ids are simply not known here: they are asked about.
 """
 
 from __future__ import annotations
@@ -14,19 +18,18 @@ from typing import Any
 
 from conversations.models import MessageKind
 from conversations.services.messages import _NOT_STORED_ROLES
-from conversations.store.known import KNOWN, KnownHistory, ThreadKey
-from copilot_runtime.events.recent import PrefixMemo, first_input_id
+from copilot_runtime.history import KnownHistory, StoredIds, ThreadKey
 
-# What ``stored_by_id`` made of a history, for the next turn re-sending the same messages.
-STORED_BY_ID: PrefixMemo[dict[str, Any]] = PrefixMemo(first_id=first_input_id)
+# The form of a known history this pass makes: the stored kinds by id after its messages.
+_STORED_BY_ID = "stored_by_id"
 
 
-def stored_by_id(messages: list[Any]) -> dict[str, Any]:
+def stored_by_id(messages: list[Any], history: KnownHistory | None) -> dict[str, Any]:
     """The history's stored kinds by id, each id's first message (a client repeating an id
     stores it once), in order. A history re-sent with the next turn resumes after the messages
-    the last turn's pass went over (``PrefixMemo``): the pass costs the new messages, not the
+    the last turn's pass went over (``history``): the pass costs the new messages, not the
     thread. The dict returned may be the one kept: callers must not change it."""
-    done, kept = STORED_BY_ID.resume(messages)
+    done, kept = history.resume(_STORED_BY_ID, messages) if history is not None else (0, None)
     if done == len(messages) and kept is not None:
         return kept
     first_of: dict[str, Any] = dict(kept) if kept is not None else {}
@@ -39,13 +42,20 @@ def stored_by_id(messages: list[Any]) -> dict[str, Any]:
             minted = True
         if message.id not in first_of:
             first_of[message.id] = message
-    if not minted:  # an id minted here is this turn's own: never resumed from
-        STORED_BY_ID.keep(messages, first_of)
+    if history is not None and not minted:  # an id minted here is this turn's own
+        history.keep(_STORED_BY_ID, messages, first_of)
     return first_of
 
 
-def remember_known(
-    thread_key: ThreadKey,
+def known_ids(history: KnownHistory | None, thread: ThreadKey) -> StoredIds | None:
+    """What the request's history says ``thread`` holds, if it says it of that thread."""
+    stored = history.stored if history is not None else None
+    return stored if stored is not None and stored.thread == thread else None
+
+
+def remember_stored(
+    history: KnownHistory | None,
+    thread: ThreadKey,
     thread_pk: int,
     version: int,
     first_of: dict[str, Any],
@@ -57,8 +67,10 @@ def remember_known(
     stored, and each one not an agent state is current, at ``version`` (adding messages leaves
     it as it is). The ids known before are; of the ids asked about, those the look-up found
     are, and the database's count of them must agree (an id stored under another kind than
-    the request now gives it would not: then nothing is remembered); the missing ones were
-    just written. Only the ids asked about are looked at one by one."""
+    the request now gives it would not: then nothing is known); the missing ones were just
+    written. Only the ids asked about are looked at one by one."""
+    if history is None:
+        return
     not_stored = set(missing or ())
     carried = 0
     added: list[str] = []
@@ -69,10 +81,7 @@ def remember_known(
         if message_id not in not_stored:
             carried += 1
     if carried != probed_current:
-        KNOWN.forget(thread_key)
+        history.stored = None
         return
     known_before = frozenset(first_of).difference(asked)
-    KNOWN.remember(
-        thread_key,
-        KnownHistory(thread_pk=thread_pk, version=version, ids=known_before.union(added)),
-    )
+    history.stored = StoredIds(thread, thread_pk, version, known_before.union(added))

@@ -109,8 +109,8 @@ CROSS JOIN LATERAL (
 
 
 # Each id a look-up carries, probed in the thread's messages (message_unique_id: at most one
-# row). A continued thread asks about its new messages alone (``KNOWN``); joined with them
-# instead, in the generic plan (which takes the ids for a hundred), PostgreSQL read every
+# row). A continued thread asks about its new messages alone (``history_ids.py``); joined
+# with them instead, in the generic plan (which takes the ids for a hundred), PostgreSQL read every
 # message of the thread to match one or two, a cost growing with the thread.
 _FOUND_PROBED = _found(
     f"""LEFT JOIN LATERAL (

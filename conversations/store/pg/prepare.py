@@ -26,9 +26,8 @@ from conversations.models import RunStatus, ThreadStatus
 from conversations.services.runs import ThreadBusy
 from conversations.services.threads import title_from_text
 from conversations.store.health import db_sync_to_async
-from conversations.store.known import KNOWN, ThreadKey
 from conversations.store.pg.errors import RACED, Busy, translate
-from conversations.store.pg.history_ids import remember_known, stored_by_id
+from conversations.store.pg.history_ids import known_ids, remember_stored, stored_by_id
 from conversations.store.pg.look_up import LookUp, look
 from conversations.store.pg.pools import POOLS
 from conversations.store.pg.turn_write import (
@@ -38,6 +37,7 @@ from conversations.store.pg.turn_write import (
     write_turn,
 )
 from conversations.store.types import PreparedTurn, Reap, TurnRecord
+from copilot_runtime.history import ThreadKey
 
 # The turn writes in flight (see ``prepare_turn``).
 _WRITES: set[asyncio.Task[None]] = set()
@@ -119,7 +119,7 @@ async def _prepare(turn: TurnRecord, ahead: asyncio.Future[PreparedTurn] | None)
     now = timezone.now()
     user = turn.user
     owner_id = user.pk if user.is_authenticated else None
-    first_of = stored_by_id(turn.messages)
+    first_of = stored_by_id(turn.messages, turn.history)
     incoming = list(first_of)
     # By owner and id: two owners' threads of one client id are two threads.
     thread_key = (owner_id, turn.thread_id)
@@ -131,7 +131,7 @@ async def _prepare(turn: TurnRecord, ahead: asyncio.Future[PreparedTurn] | None)
     current_sent = probed_current + len(incoming) - len(asked)
     last = -1 if thread.last_position is None else thread.last_position
     superseding = await _set_aside(
-        thread, thread_key, incoming, current_sent=current_sent, restore=restore, last=last
+        thread, turn, incoming, current_sent=current_sent, restore=restore, last=last
     )
     rows = new_message_rows(first_of, thread.missing or (), last, now)
     latest = dict(thread.latest) if isinstance(thread.latest, dict) else None
@@ -148,8 +148,15 @@ async def _prepare(turn: TurnRecord, ahead: asyncio.Future[PreparedTurn] | None)
     new_title = "" if thread.title else _title(first_of)
     await _write(turn, _turn_write(turn, thread.pk, rows, new_title, latest, now))
     if not superseding:
-        remember_known(
-            thread_key, thread.pk, thread.version, first_of, asked, thread.missing, probed_current
+        remember_stored(
+            turn.history,
+            thread_key,
+            thread.pk,
+            thread.version,
+            first_of,
+            asked,
+            thread.missing,
+            probed_current,
         )
     return prepared
 
@@ -174,9 +181,9 @@ async def _look_up(
 ) -> tuple[_Thread, list[str]]:
     """Statement 1, shared with the loop's other turns that come while one is in flight: the
     thread (created on first use), and the ids asked about, which are the ids the request
-    carries save the ones this process already knows the thread holds as current (``KNOWN``:
-    a continued thread's are its new messages)."""
-    known = KNOWN.get(thread_key)
+    carries save the ones its history says the thread holds as current (a continued thread's
+    are its new messages)."""
+    known = known_ids(turn.history, thread_key)
     asked = incoming if known is None else [i for i in incoming if i not in known.ids]
     look_up = LookUp(
         thread_id=turn.thread_id,
@@ -190,7 +197,7 @@ async def _look_up(
     if known is not None and (row[0], row[-1]) != (known.thread_pk, known.version):
         # The thread's messages changed since (or it is another thread under the same
         # id): what this process knew of them is no longer so. Asked again, whole.
-        KNOWN.forget(thread_key)
+        _forget_stored(turn)
         asked = incoming
         row = await look(look_up._replace(ids=incoming))
     return _Thread._make(row), asked
@@ -206,9 +213,14 @@ def _check(thread: _Thread, owner_id: int | None) -> None:
         raise Busy([pk for pk, _status in thread.active])
 
 
+def _forget_stored(turn: TurnRecord) -> None:
+    if turn.history is not None:
+        turn.history.stored = None
+
+
 async def _set_aside(
     thread: _Thread,
-    thread_key: ThreadKey,
+    turn: TurnRecord,
     incoming: list[str],
     *,
     current_sent: int,
@@ -223,7 +235,7 @@ async def _set_aside(
     current_at_most = last + 1 - thread.set_aside
     superseding = current_sent != current_at_most or bool(restore)
     if superseding:
-        KNOWN.forget(thread_key)  # the statements below change the version
+        _forget_stored(turn)  # the statements below change the version
         pool = await POOLS.get()
         async with pool.connection() as conn:
             await supersede_messages(

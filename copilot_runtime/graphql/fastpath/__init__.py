@@ -24,6 +24,8 @@ from copilot_runtime.graphql.fastpath.variables import plain_client_variables
 from copilot_runtime.graphql.input_conversion import coerced_to_plain
 from copilot_runtime.graphql.resolvers.generate import cancel_on_disconnect, start_v1_turn
 from copilot_runtime.graphql.schema import schema
+from copilot_runtime.graphql.turn_input import v1_history
+from copilot_runtime.history import BodyRead
 from copilot_runtime.runs.start import StartedTurn
 
 FastHandler = Callable[..., Awaitable[dict[str, Any] | AsyncIterator[dict[str, Any]]]]
@@ -49,9 +51,9 @@ def match_fast_operation(prepared: PreparedOperation) -> FastHandler | None:
         return None
 
     async def handle(
-        *, context: RuntimeContext, variables: dict[str, Any]
+        *, context: RuntimeContext, variables: dict[str, Any], read: BodyRead | None = None
     ) -> dict[str, Any] | AsyncIterator[dict[str, Any]]:
-        return await serve_client_mutation(prepared=prepared, context=context)
+        return await serve_client_mutation(prepared=prepared, context=context, read=read)
 
     return handle
 
@@ -65,9 +67,15 @@ def _operation(prepared: PreparedOperation) -> OperationDefinitionNode:
 
 
 async def serve_client_mutation(
-    *, prepared: PreparedOperation, context: RuntimeContext
+    *, prepared: PreparedOperation, context: RuntimeContext, read: BodyRead | None = None
 ) -> dict[str, Any] | AsyncIterator[dict[str, Any]]:
-    plain = plain_client_variables(prepared.variables or {})
+    """``read``: the front door's reading of the request's bytes (its history)."""
+    variables = prepared.variables or {}
+    user = context.user
+    owner_id = user.pk if user.is_authenticated else None
+    # The history enters before the check: what the parse made of it before was checked then.
+    history = v1_history(variables.get("data"), owner_id, read)
+    plain = plain_client_variables(variables, history)
     if plain is None:
         # Not the usual shape: graphql-core coerces it (and words the errors).
         coerced = get_variable_values(
@@ -81,7 +89,9 @@ async def serve_client_mutation(
         plain = coerced_to_plain(values["data"]), coerced_to_plain(values.get("properties"))
     data, properties = plain
     try:
-        started, request = await start_v1_turn(context=context, data=data, properties=properties)
+        started, request = await start_v1_turn(
+            context=context, data=data, properties=properties, history=history
+        )
     except CopilotKitError as error:
         located = GraphQLError(error.message, path=[ROOT], original_error=error)
         return {"errors": [format_error(located)], "data": None}

@@ -31,12 +31,12 @@ from graphql import (
     GraphQLNonNull,
     GraphQLScalarType,
     Undefined,
-    get_named_type,
 )
 
 from copilot_runtime.fastlane.strawberry import graphql_core_schema
 from copilot_runtime.graphql.schema import schema
-from copilot_runtime.graphql.turn_input import parsed_history_prefix, was_parsed
+from copilot_runtime.graphql.turn_input import parsed_range
+from copilot_runtime.history import KnownHistory
 
 # What JavaScript's Date.prototype.toISOString writes (what the clients send), which
 # DateTimeISO coerces back to the very same string.
@@ -122,8 +122,6 @@ def _plan(of: GraphQLInputType) -> tuple[Plain, bool]:
                     out.append(made)
             return value if same else out  # already plain: no copy
 
-        if get_named_type(of.of_type).name == "MessageInput":
-            return _remembered_history(plain_list), False
         return plain_list, False
     if isinstance(of, GraphQLEnumType):
         names = frozenset(of.values)
@@ -140,11 +138,7 @@ def _plan(of: GraphQLInputType) -> tuple[Plain, bool]:
             raise TypeError(f"no fast check for the scalar {of.name}")
         return scalar, False
     if isinstance(of, GraphQLInputObjectType):
-        plan = _object_plan(of)
-        if of.name == "MessageInput":
-            # The history comes back with every turn: a message checked before is not again.
-            return _remembered(plan), False
-        return plan, False
+        return _object_plan(of), False
     raise TypeError(f"no fast check for {of}")
 
 
@@ -198,39 +192,6 @@ def _object_plan(of: GraphQLInputObjectType) -> Plain:
     return plain_object
 
 
-def _remembered(plan: Plain) -> Plain:
-    def plain_message(value: Any) -> Any:
-        if type(value) is not dict:
-            raise _Unsure
-        if "agentStateMessage" in value:
-            # Its Boolean fields compare equal to numbers (True == 1), which the check refuses:
-            # never recognised by equality. Agent state messages are rare in a history.
-            return plan(value)
-        # A message the parser remembers was checked and is plain: itself (MessageInput's
-        # fields have no defaults to fill in), unchecked.
-        if was_parsed(value):
-            return value
-        return plan(value)
-
-    return plain_message
-
-
-def _remembered_history(plain_list: Plain) -> Plain:
-    def plain_history(value: Any) -> Any:
-        if type(value) is not list:
-            raise _Unsure
-        # The earlier turns' messages, recognised together: a history equal to one the parser
-        # remembers was checked and is plain. Only the messages after it are checked.
-        known = parsed_history_prefix(value)
-        if not known:
-            return plain_list(value)
-        rest = value[known:]
-        made = plain_list(rest)
-        return value if made is rest else value[:known] + made
-
-    return plain_history
-
-
 @cache
 def _data_plan() -> Plain:
     # Cached once for either lane: both schemas hold the converter's same input type.
@@ -240,9 +201,11 @@ def _data_plan() -> Plain:
 
 
 def plain_client_variables(
-    variables: dict[str, Any],
+    variables: dict[str, Any], history: KnownHistory | None = None
 ) -> tuple[dict[str, Any], dict[str, Any] | None] | None:
-    """``(data, properties)`` as the engine reads them, or None to coerce with graphql-core."""
+    """``(data, properties)`` as the engine reads them, or None to coerce with graphql-core.
+    The messages of ``history`` (the request's, copilot_runtime/history) that the v1 parse
+    made before were checked then and are plain: they are not checked again."""
     data = variables.get("data")
     properties = variables.get("properties")
     if data is None or (properties is not None and type(properties) is not dict):
@@ -250,6 +213,21 @@ def plain_client_variables(
     if any(name not in ("data", "properties") for name in variables):
         return None
     try:
-        return _data_plan()(data), properties
+        return _plain_data(data, history), properties
     except _Unsure:
         return None
+
+
+def _plain_data(data: Any, history: KnownHistory | None) -> Any:
+    messages = data.get("messages") if type(data) is dict else None
+    start, stop = parsed_range(history, messages)
+    if stop <= start:
+        return _data_plan()(data)
+    assert messages is not None  # a range of them was parsed
+    # The history comes back with every turn: only the messages not parsed before are checked.
+    unknown = [*messages[:start], *messages[stop:]]
+    plain = _data_plan()({**data, "messages": unknown})
+    checked = plain["messages"]
+    if checked is not unknown:  # some made plain anew: in their places
+        messages = [*checked[:start], *messages[start:stop], *checked[start:]]
+    return {**plain, "messages": messages}

@@ -26,7 +26,7 @@ from copilot_runtime.events import (
 from copilot_runtime.events.request import TurnRequest
 from copilot_runtime.graphql.context import RuntimeContext
 from copilot_runtime.graphql.input_conversion import input_to_dict
-from copilot_runtime.graphql.turn_input import parse_generate_input
+from copilot_runtime.graphql.turn_input import parse_generate_input, v1_history
 from copilot_runtime.graphql.types.inputs import GenerateCopilotResponseInput
 from copilot_runtime.graphql.types.responses import (
     CopilotResponse,
@@ -44,6 +44,7 @@ from copilot_runtime.graphql.types.v1_objects import (
     text_message,
 )
 from copilot_runtime.graphql.v1_translation import V1Translation
+from copilot_runtime.history import KnownHistory
 from copilot_runtime.runs.start import StartedTurn, turn_start
 
 _END = object()
@@ -52,9 +53,18 @@ CLOUD_PUBLIC_API_KEY_HEADER = "x-copilotcloud-public-api-key"
 
 
 async def start_v1_turn(
-    *, context: RuntimeContext, data: dict[str, Any], properties: dict[str, Any] | None
+    *,
+    context: RuntimeContext,
+    data: dict[str, Any],
+    properties: dict[str, Any] | None,
+    history: KnownHistory | None = None,
 ) -> tuple[StartedTurn, TurnRequest]:
-    request = parse_generate_input(data, properties)
+    """``history``: the known history of ``data``'s very messages, entered already (the fast
+    path's); else the history enters here."""
+    if history is None or history.raws is not data.get("messages"):
+        user = context.user
+        history = v1_history(data, user.pk if user.is_authenticated else None)
+    request = parse_generate_input(data, properties, history)
     request.cloud_public_api_key = context.headers.get(CLOUD_PUBLIC_API_KEY_HEADER, "")
     started = await turn_start(user=context.user, request=request, protocol="graphql")
     return started, request

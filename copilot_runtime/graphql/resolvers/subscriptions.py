@@ -47,7 +47,7 @@ from copilot_runtime.errors import CopilotKitError, ErrorCode
 from copilot_runtime.events import RunError
 from copilot_runtime.graphql.context import RuntimeContext
 from copilot_runtime.graphql.input_conversion import input_to_dict
-from copilot_runtime.graphql.turn_input import parse_generate_input
+from copilot_runtime.graphql.turn_input import parse_generate_input, v1_history
 from copilot_runtime.graphql.types.inputs import GenerateCopilotResponseInput
 from copilot_runtime.graphql.types.run_events import RunEventPayload, RunEventPayloads
 from copilot_runtime.graphql.types.scalars import JSONObject
@@ -148,9 +148,10 @@ async def resolve_copilot_stream(
 ) -> AsyncGenerator[RunEventPayload, None]:
     # Read here, in the operation's own task: the generator may be closed from another one.
     end = SUBSCRIPTION_END.get()
-    request = parse_generate_input(
-        input_to_dict(data), properties if properties is not UNSET else None
-    )
+    values = input_to_dict(data)
+    user = info.context.user
+    history = v1_history(values, user.pk if user.is_authenticated else None)
+    request = parse_generate_input(values, properties if properties is not UNSET else None, history)
     # The preparation is shielded: a subscription completed while its turn is being prepared
     # must still see the run it started, to stop it (or let it go on, per ON_DISCONNECT).
     starting = asyncio.ensure_future(

@@ -1,6 +1,7 @@
-"""A continued thread's look-up asks only about the ids this process does not know the thread
-holds (``conversations/store/known.py``), and stores exactly what the ORM store stores, also
-when the thread's messages changed behind the process's back."""
+"""A continued thread's look-up asks only about the ids the request's known history says the
+thread holds (``conversations/store/pg/history_ids.py``, copilot_runtime/history), and stores
+exactly what the ORM store stores, also when the thread's messages changed behind the
+process's back."""
 
 from __future__ import annotations
 
@@ -13,13 +14,12 @@ from django.db import connection
 from django.utils import timezone
 
 from conversations.models import Message, Thread
-from conversations.store.known import KNOWN, KnownHistories, KnownHistory
 from conversations.store.orm import OrmTurnStore
 from conversations.store.pg import prepare as pg_prepare
 from conversations.store.pg.look_up import LookUp
 from conversations.store.pg.store import PgTurnStore
-from copilot_runtime.events.recent import RecentStore
 from copilot_runtime.events.request import InputMessage
+from copilot_runtime.history import HISTORIES, StoredIds
 from tests.conversations.store.test_pg_store import (
     history,
     messages_of,
@@ -146,7 +146,9 @@ async def test_agent_states_in_the_history_are_never_known_as_current(
     assert sql == await sync_to_async(messages_of)("t-state-orm")
     assert not any(row[-1] for row in sql)
     assert asked[-1] == ["state-1", "m2"]
-    assert KNOWN.get((None, "t-state")) is not None
+    known = HISTORIES.of_thread((None, "t-state"))
+    assert known is not None and known.stored is not None
+    assert "state-1" not in known.stored.ids
 
 
 def test_the_version_moves_on_updates_and_deletes_of_messages_only(
@@ -173,54 +175,41 @@ def test_the_version_moves_on_updates_and_deletes_of_messages_only(
     assert _version("t-version") not in (created, updated)
 
 
-# Threads as the store keys them: (owner, client thread id); anonymous here.
-A, B, C, D, E = ((None, name) for name in "abcde")
-
-
-def test_the_ids_known_are_bounded_least_recently_used_out_first() -> None:
-    known = KnownHistories(RecentStore(size=5))
-
-    def entry(*ids: str) -> KnownHistory:
-        return KnownHistory(thread_pk=1, version=1, ids=frozenset(ids))
-
-    known.remember(A, entry("a1", "a2"))
-    known.remember(B, entry("b1", "b2"))
-    assert known.get(A) is not None  # a is now the most recent
-    known.remember(C, entry("c1", "c2"))  # 6 ids: b goes
-    assert (known.get(B), len(known)) == (None, 2)
-    known.remember(D, entry(*(f"d{n}" for n in range(6))))  # larger than the bound: never
-    assert known.get(D) is None and known.get(A) is not None
-    known.forget(A)
-    known.remember(E, entry("e1", "e2", "e3"))
-    assert known.get(C) is not None and known.get(E) is not None
-
-
-def test_cleared_nothing_is_known_and_the_whole_bound_is_free_again() -> None:
-    known = KnownHistories(RecentStore(size=4))
-    known.remember(A, KnownHistory(thread_pk=1, version=1, ids=frozenset({"a1", "a2"})))
-    known.remember(B, KnownHistory(thread_pk=2, version=1, ids=frozenset({"b1", "b2"})))
-    known.clear()
-    assert (known.get(A), known.get(B), len(known)) == (None, None, 0)
-    known.remember(C, KnownHistory(thread_pk=3, version=1, ids=frozenset({"c1", "c2", "c3"})))
-    known.remember(D, KnownHistory(thread_pk=4, version=1, ids=frozenset({"d1"})))
-    assert known.get(C) is not None and known.get(D) is not None  # 4 ids: both fit
-
-
 async def test_a_turn_whose_write_fails_leaves_what_was_known(
-    pg: PgTurnStore, blind_to_active_runs: Callable[[], None]
+    pg: PgTurnStore, blind_to_active_runs: Callable[[], None], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    seen: list[KnownHistory | None] = []
-    get = KNOWN.get
+    seen: list[StoredIds | None] = []
+    known_ids = pg_prepare.known_ids
 
-    def recording(thread: tuple[int | None, str]) -> KnownHistory | None:
-        seen.append(get(thread))  # what the racing turn found known
+    def recording(history: Any, thread: Any) -> StoredIds | None:
+        seen.append(known_ids(history, thread))  # what the racing turn found known
         return seen[-1]
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(KNOWN, "get", recording)
-        await write_raced(pg, "t-failed", blind_to_active_runs)
+    monkeypatch.setattr(pg_prepare, "known_ids", recording)
+    await write_raced(pg, "t-failed", blind_to_active_runs)
+
     before = seen[-1]
     assert before is not None and before.ids == frozenset({"m0"})
     # The new messages were never stored: they are not known.
-    known = KNOWN.get((None, "t-failed"))
-    assert known is not None and known.ids == frozenset({"m0"})
+    known = HISTORIES.of_thread((None, "t-failed"))
+    assert known is not None and known.stored is not None
+    assert known.stored.ids == frozenset({"m0"})
+
+
+async def test_what_the_store_learns_stays_with_the_requests_history(
+    pg: PgTurnStore, asked: list[list[str]]
+) -> None:
+    """The ids known are those of the request's own history: a turn without one (a caller
+    that enters none) asks about every id, and leaves what the thread's history knows."""
+    await _turns(pg, "t-own", [history("one")])
+    known = HISTORIES.of_thread((None, "t-own"))
+    assert known is not None and known.stored is not None
+
+    prepared = await pg.prepare(
+        turn=record("t-own", history("one", "two"), history=None), reap=never_reap
+    )
+    await succeed(pg, prepared)
+
+    assert asked[-1] == ["m0", "m1"]
+    assert HISTORIES.of_thread((None, "t-own")) is known
+    assert known.stored is not None and known.stored.ids == frozenset({"m0"})

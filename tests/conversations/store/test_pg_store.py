@@ -45,6 +45,7 @@ from conversations.store.types import (
     TurnRecord,
 )
 from copilot_runtime.events.request import InputMessage
+from copilot_runtime.history import HISTORIES
 from copilot_runtime.tracing.records import SpanRecord
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -103,9 +104,16 @@ def history(*pairs: str) -> list[InputMessage]:
 
 
 def record(thread_id: str, messages: list[InputMessage], **extra: Any) -> TurnRecord:
+    """A turn's record as ``turn_start`` makes it, with its request's history entered as the
+    protocol surfaces enter it (what the process knows the thread holds: copilot_runtime/
+    history)."""
+    user = extra.pop("user", AnonymousUser())
+    if "history" not in extra:
+        owner = user.pk if user.is_authenticated else None
+        extra["history"] = HISTORIES.enter("test", messages, thread=(owner, thread_id))
     return TurnRecord(
         thread_id=thread_id,
-        user=extra.pop("user", AnonymousUser()),
+        user=user,
         agent_name="default",
         protocol=extra.pop("protocol", "agui"),
         request_type="Chat",
@@ -1093,7 +1101,7 @@ async def test_looking_up_a_long_threads_history_is_linear_in_its_length(pg: PgT
 async def test_a_continued_threads_look_up_of_its_new_ids_reads_none_of_its_messages(
     pg: PgTurnStore,
 ) -> None:
-    # A continued turn asks about its new messages alone (KNOWN); joining them with the
+    # A continued turn asks about its new messages alone (history_ids.py); joining them with the
     # thread's messages read the whole thread for one id, a cost growing with the thread.
     long_history = history(*[f"turn {n}" for n in range(160)])
     await pg.prepare(turn=record("t-long", long_history), reap=never_reap)

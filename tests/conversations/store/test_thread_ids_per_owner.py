@@ -17,13 +17,13 @@ from django.db import IntegrityError, transaction
 
 from conversations.models import Message, Thread
 from conversations.services.runs import ThreadBusy
-from conversations.store.known import KNOWN
 from conversations.store.orm import OrmTurnStore
 from conversations.store.pg import look_up as pg_look_up
 from conversations.store.pg import prepare as pg_prepare
 from conversations.store.pg.look_up import LookUp
 from conversations.store.pg.store import PgTurnStore
 from conversations.store.types import PreparedTurn
+from copilot_runtime.history import HISTORIES, StoredIds
 from tests.conversations.store.test_pg_store import MESSAGE_FIELDS, history, never_reap, record
 from tests.conversations.store.test_pg_store import succeed as run_succeeds
 
@@ -174,6 +174,12 @@ async def test_owners_creating_one_id_at_once_in_one_look_up_get_a_thread_each(
     assert {o.thread_pk for o in started} == set(owners_of)
 
 
+def _stored(thread: tuple[int | None, str]) -> StoredIds | None:
+    """What the process knows the thread stores (its known history's, copilot_runtime/history)."""
+    known = HISTORIES.of_thread(thread)
+    return known.stored if known is not None else None
+
+
 async def test_what_a_process_knows_of_a_thread_is_kept_per_owner(
     pg: PgTurnStore, owners: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -190,7 +196,7 @@ async def test_what_a_process_knows_of_a_thread_is_kept_per_owner(
     monkeypatch.setattr(pg_prepare, "look", recording)
     first = await prepare(pg, "t-known", "one", user=alice)
     await run_succeeds(pg, first)
-    known = KNOWN.get((alice.pk, "t-known"))
+    known = _stored((alice.pk, "t-known"))
     asked.clear()
 
     bobs = await prepare(pg, "t-known", "one", "two", "three", user=bob)
@@ -199,8 +205,8 @@ async def test_what_a_process_knows_of_a_thread_is_kept_per_owner(
 
     assert known is not None and known.thread_pk == first.thread_pk
     assert asked == [["m0", "m1", "m2"], ["m1", "m2"]]
-    assert KNOWN.get((alice.pk, "t-known")) is not None
-    bobs_known = KNOWN.get((bob.pk, "t-known"))
+    assert _stored((alice.pk, "t-known")) is not None
+    bobs_known = _stored((bob.pk, "t-known"))
     assert bobs_known is not None and bobs_known.thread_pk == bobs.thread_pk
     assert alices.thread_pk == first.thread_pk and alices.new_message_ids == ("m1", "m2")
 

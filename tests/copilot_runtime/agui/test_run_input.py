@@ -8,18 +8,20 @@ from typing import Any
 import orjson
 import pytest
 
-from copilot_runtime.agui import run_input
+from copilot_runtime.agui import echo, run_input
+from copilot_runtime.agui.echo import echoed_input
 from copilot_runtime.agui.run_input import (
     InvalidRunInput,
-    echoed_input,
+    RunInput,
+    agui_history,
     input_messages_from_agui,
     run_input_parse,
     turn_request_from_run_input,
     without_system_messages,
 )
-from copilot_runtime.events.recent import PrefixMemo
 from copilot_runtime.events.request import InputMessage
-from tests.support.prefix_memo import count_resumes
+from copilot_runtime.history import HISTORIES, HistoryCache
+from tests.support.history_forms import count_resumes
 
 
 def body(**overrides: Any) -> dict[str, Any]:
@@ -35,9 +37,15 @@ def body(**overrides: Any) -> dict[str, Any]:
     }
 
 
+def parse(raw: Any) -> RunInput:
+    """The input parsed as a request's is: its history entering first (copilot_runtime/history:
+    the thread's earlier requests' messages known)."""
+    return run_input_parse(raw, agui_history(raw, None))
+
+
 def issue_paths(raw: Any) -> list[list[Any]]:
     with pytest.raises(InvalidRunInput) as invalid:
-        run_input_parse(raw)
+        parse(raw)
     details = orjson.loads(str(invalid.value))
     assert all("message" in issue for issue in details)
     return [issue["path"] for issue in details]
@@ -225,16 +233,15 @@ def test_a_remembered_message_sent_again_with_bad_content_is_still_refused() -> 
     """The history comes back every turn and a message that passed is not checked again;
     the same id with other content is."""
     good = {"id": "re-1", "role": "tool", "toolCallId": "c-1", "content": "ok"}
-    run_input_parse(body(messages=[good]))
-    run_input_parse(body(messages=[dict(good)]))  # remembered
+    parse(body(messages=[good]))
+    parse(body(messages=[dict(good)]))  # known
 
     assert issue_paths(body(messages=[{**good, "content": 5}])) == [["messages", 0, "content"]]
 
 
 def test_a_re_sent_message_converts_to_what_it_says_now() -> None:
     def rows(message: dict[str, Any]) -> list[InputMessage]:
-        run_input = run_input_parse(body(messages=[message]))
-        return turn_request_from_run_input(run_input, agent_name="a").messages
+        return turn_request_from_run_input(parse(body(messages=[message])), agent_name="a").messages
 
     first = {"id": "re-2", "role": "user", "content": "first words"}
     [before] = rows(first)
@@ -262,7 +269,12 @@ def test_a_history_is_converted_alike_with_and_without_the_rows_made_while_check
     )
 
 
-def test_a_tool_result_names_its_call_even_when_the_call_was_remembered() -> None:
+def _rows(messages: list[dict[str, Any]]) -> list[InputMessage]:
+    """A request carrying ``messages`` on the thread, parsed and converted."""
+    return turn_request_from_run_input(parse(body(messages=messages)), agent_name="a").messages
+
+
+def test_a_tool_result_names_its_call_even_when_the_call_was_known() -> None:
     call = {
         "id": "a-3",
         "role": "assistant",
@@ -271,9 +283,9 @@ def test_a_tool_result_names_its_call_even_when_the_call_was_remembered() -> Non
         ],
     }
     result = {"id": "r-3", "role": "tool", "toolCallId": "call-3", "content": "found"}
-    input_messages_from_agui([call, result])
+    _rows([call])
 
-    rows = input_messages_from_agui([dict(call), dict(result)])
+    rows = _rows([dict(call), dict(result)])  # parsed anew from the next request
 
     assert [(row.kind, row.action_name) for row in rows] == [
         ("action_execution", "lookup"),
@@ -282,28 +294,31 @@ def test_a_tool_result_names_its_call_even_when_the_call_was_remembered() -> Non
 
 
 def test_a_history_coming_back_reuses_its_rows_and_its_calls_names() -> None:
-    # The client re-sends the history as the same objects (http/resent.py): the earlier
-    # messages' rows are not made again, and a new tool result still names a kept call.
+    # The client re-sends the history (read from its bytes as the same objects, or parsed
+    # anew and equal): the earlier messages' rows are not made again, and a new tool result
+    # still names a known call.
     call = {"id": "call-5", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
     history = [
         {"id": "u-5", "role": "user", "content": "find it"},
         {"id": "a-5", "role": "assistant", "content": "looking", "toolCalls": [call]},
     ]
-    first = input_messages_from_agui(history)
+    first = _rows(history)
 
     longer = [*history, {"id": "t-5", "role": "tool", "toolCallId": "call-5", "content": "here"}]
-    second = input_messages_from_agui(longer)
+    second = _rows(longer)
+    third = _rows([dict(m) for m in longer])
 
     assert second == input_messages_from_agui([dict(m) for m in longer])  # made anew
     assert all(a is b for a, b in zip(first, second[:3], strict=True))
+    assert all(a is b for a, b in zip(second, third, strict=True))
     assert (second[3].kind, second[3].action_name) == ("result", "lookup")
 
 
-def test_rows_of_equal_but_other_message_objects_are_made_anew() -> None:
+def test_without_its_history_a_request_s_rows_are_made_anew() -> None:
     history = [{"id": "u-6", "role": "user", "content": "hi"}]
-    first = input_messages_from_agui(history)
+    first = _rows(history)
 
-    again = input_messages_from_agui([dict(history[0])])
+    again = input_messages_from_agui(history)
 
     assert again == first and again[0] is not first[0]
 
@@ -312,9 +327,9 @@ def test_rows_without_an_id_are_never_shared() -> None:
     # The store gives such a row an id of its own when it writes it.
     call = {"id": "", "type": "function", "function": {"name": "f", "arguments": "{}"}}
     history = [{"id": "a-7", "role": "assistant", "toolCalls": [call]}]
-    first = input_messages_from_agui(history)
+    first = _rows(history)
 
-    second = input_messages_from_agui(history)
+    second = _rows(history)
 
     assert second == first and second[0] is not first[0]
 
@@ -367,25 +382,18 @@ def _grown(rng: random.Random, messages: list[dict[str, Any]], count: int) -> li
             message = {"id": rng.choice(messages)["id"] if messages else "u0", "role": "user"}
             message["content"] = "again"
         messages.append(message)
-        stored.extend(run_input._stored_ids(message))
+        stored.extend(echo._stored_ids(message))
     return stored
-
-
-def _echo_from_scratch(
-    monkeypatch: pytest.MonkeyPatch, raw: dict[str, Any], new: list[str]
-) -> dict[str, Any]:
-    with monkeypatch.context() as scratch:
-        scratch.setattr(run_input, "_ECHOES", PrefixMemo(first_id=lambda _: None))
-        return echoed_input(raw, new)
 
 
 def test_the_echo_of_a_growing_history_is_the_one_made_from_scratch(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    resumed = count_resumes(monkeypatch, run_input._ECHOES)
+    resumed = count_resumes(monkeypatch, echo._ECHOES)
     expected: list[bool] = []
     for seed in range(60):
         rng = random.Random(seed)
+        HISTORIES.clear()  # each seed's ids are the others' too: a process of its own
         messages: list[dict[str, Any]] = []
         stored: list[str] = []
         kept = False
@@ -399,9 +407,9 @@ def test_the_echo_of_a_growing_history_is_the_one_made_from_scratch(
             # message stored again after a failed turn, or after it was superseded).
             earlier = rng.sample(stored, min(2, len(stored)))
             new = added + [i for i in earlier if rng.random() < 0.3]
-            raw = body(messages=list(messages))
-            echoed = echoed_input(raw, new)
-            from_scratch = _echo_from_scratch(monkeypatch, raw, new)
+            raw = body(threadId=f"echo-{seed}", messages=list(messages))
+            echoed = echoed_input(raw, new, agui_history(raw, None))
+            from_scratch = echoed_input(raw, new)
             assert echoed == from_scratch, seed
             assert (echoed is raw) == (from_scratch is raw)
     assert [done > 0 for done in resumed] == expected
@@ -415,11 +423,15 @@ def test_a_history_with_an_id_used_twice_is_decided_whole_the_next_time() -> Non
         {"id": "d-1", "role": "user", "content": "hi"},
         {"id": "d-1", "role": "user", "content": "hi again"},
     ]
-    echoed_input(body(messages=messages), ["d-1"])
-    assert run_input._ECHOES.resume(messages) == (0, None)
+    raw = body(messages=messages)
+    history = agui_history(raw, None)
+    echoed_input(raw, ["d-1"], history)
+    assert history is not None and history.resume(echo._ECHOES, messages) == (0, None)
     unique = [{"id": "e-1", "role": "user", "content": "hi"}]
-    echoed_input(body(messages=unique), ["e-1"])
-    assert run_input._ECHOES.resume(unique)[0] == 1
+    raw = body(messages=unique)
+    history = agui_history(raw, None)
+    echoed_input(raw, ["e-1"], history)
+    assert history is not None and history.resume(echo._ECHOES, unique)[0] == 1
 
 
 def _history(thread: str, count: int) -> list[dict[str, Any]]:
@@ -432,22 +444,21 @@ def _history(thread: str, count: int) -> list[dict[str, Any]]:
 def test_a_re_sent_history_is_recognised_together_with_the_rows_made_before(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The history comes back whole with each turn: the part kept before is recognised as one
-    list, and only the new messages are looked up one by one."""
-    earlier = run_input_parse(body(messages=_history("whole", 3))).own_rows
+    """The history comes back whole with each turn: the part known before is recognised as
+    one list, and only the new messages are checked one by one."""
+    earlier = parse(body(messages=_history("whole", 3))).own_rows
     assert earlier is not None
-    checked = run_input._CHECKED_MESSAGES
-    one_by_one = checked.recall
-    asked: list[Any] = []
+    checked: list[Any] = []
+    check = run_input._Checker.message
 
-    def recall(key: Any, raw: Any) -> Any:
-        asked.append(key)
-        return one_by_one(key, raw)
+    def counting(self: Any, raw: Any, index: int) -> None:
+        checked.append(raw["id"])
+        check(self, raw, index)
 
-    monkeypatch.setattr(checked, "recall", recall)
-    again = run_input_parse(body(messages=_history("whole", 5)))
+    monkeypatch.setattr(run_input._Checker, "message", counting)
+    again = parse(body(messages=_history("whole", 5)))  # parsed anew: equal messages
 
-    assert asked == ["whole-3", "whole-4"]
+    assert checked == ["whole-3", "whole-4"]
     assert again.own_rows is not None
     assert all(a is b for a, b in zip(again.own_rows[:3], earlier, strict=True))
     rows = turn_request_from_run_input(again, agent_name="a").messages
@@ -461,7 +472,7 @@ def test_a_re_sent_history_is_recognised_together_with_the_rows_made_before(
 
 
 def test_a_changed_message_in_a_re_sent_history_is_checked_and_converted_again() -> None:
-    run_input_parse(body(messages=_history("edit", 3)))
+    parse(body(messages=_history("edit", 3)))
 
     bad = _history("edit", 4)
     bad[1]["role"] = "narrator"
@@ -469,9 +480,7 @@ def test_a_changed_message_in_a_re_sent_history_is_checked_and_converted_again()
 
     edited = _history("edit", 4)
     edited[1]["content"] = "edited"
-    rows = turn_request_from_run_input(
-        run_input_parse(body(messages=edited)), agent_name="a"
-    ).messages
+    rows = turn_request_from_run_input(parse(body(messages=edited)), agent_name="a").messages
     assert [row.content for row in rows] == ["m0", "edited", "m2", "m3"]
 
 
@@ -491,15 +500,15 @@ def test_a_growing_history_loses_its_system_messages_as_a_fresh_one_does(
     rng = random.Random(7)
     kinds = [("text", "user"), ("text", "assistant"), ("text", "system"), ("text", "developer")]
     kinds.append(("action_execution", ""))
+    cache = HistoryCache()
     history: list[InputMessage] = []
     for turn in range(15):
         for n in range(3):
             kind, role = rng.choice(kinds)
             history = [*history, InputMessage(id=f"w-{turn}-{n}", kind=kind, role=role)]
-        kept = without_system_messages(history)
-        with monkeypatch.context() as scratch:
-            scratch.setattr(run_input, "_WITHOUT_SYSTEM", PrefixMemo(first_id=lambda _: None))
-            fresh = without_system_messages(history)
+        known = cache.enter("test", history, thread=(None, "t"))
+        kept = without_system_messages(history, known)
+        fresh = without_system_messages(history)
         assert [id(m) for m in kept] == [id(m) for m in fresh]
         assert all(m.role not in ("system", "developer") for m in kept)
         kept.append(history[0])  # the caller's list is its own: nothing kept changes

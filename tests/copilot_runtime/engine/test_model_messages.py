@@ -8,11 +8,10 @@ from typing import Any
 
 import pytest
 
-from copilot_runtime.engine import model_messages as model_messages_module
 from copilot_runtime.engine.model_messages import _FOLDED, _Fold, model_messages
-from copilot_runtime.events.recent import PrefixMemo
 from copilot_runtime.events.request import InputMessage
-from tests.support.prefix_memo import count_resumes
+from copilot_runtime.history import HistoryCache, KnownHistory
+from tests.support.history_forms import count_resumes
 
 
 def _text(message_id: str, role: str, content: str) -> InputMessage:
@@ -131,23 +130,25 @@ def _grow(rng: random.Random, history: list[InputMessage], count: int) -> None:
             history.append(_text(f"s{n}", "system", f"note {n}"))
 
 
-def _from_scratch(
-    monkeypatch: pytest.MonkeyPatch, history: list[InputMessage]
-) -> list[dict[str, Any]]:
-    """The conversion of ``history`` with nothing kept from earlier turns (and nothing kept
-    from this one)."""
-    with monkeypatch.context() as scratch:
-        scratch.setattr(model_messages_module, "_FOLDED", PrefixMemo(first_id=lambda _: None))
-        return model_messages(history, [("page", "home")])
+def _from_scratch(history: list[InputMessage]) -> list[dict[str, Any]]:
+    """The conversion of ``history`` with nothing known of earlier turns (and nothing kept of
+    this one)."""
+    return model_messages(history, [("page", "home")])
+
+
+def _entered(cache: HistoryCache, messages: list[InputMessage]) -> KnownHistory:
+    """The history of a request carrying ``messages``, entering as the thread's next one."""
+    return cache.enter("test", list(messages), thread=(None, "t"))
 
 
 def test_a_growing_history_converts_as_a_fresh_one_at_every_turn(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    resumed = count_resumes(monkeypatch, model_messages_module._FOLDED)
+    resumed = count_resumes(monkeypatch, _FOLDED)
     expected_resumes: list[bool] = []
     for seed in range(40):
         rng = random.Random(seed)
+        cache = HistoryCache()
         history = [_text(f"instructions-{seed}", "system", "be brief")]
         past_instructions = False
         earlier: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = []
@@ -157,8 +158,9 @@ def test_a_growing_history_converts_as_a_fresh_one_at_every_turn(
             _grow(rng, history, rng.randrange(1, 5))
             expected_resumes.append(past_instructions)
             past_instructions = any(m.role != "system" for m in history)
-            out = model_messages(history, [("page", "home")])
-            assert out == _from_scratch(monkeypatch, history), seed
+            known = _entered(cache, history)
+            out = model_messages(known.raws, [("page", "home")], known)
+            assert out == _from_scratch(history), seed
             earlier.append((out, copy.deepcopy(out)))
             out.append({"role": "user", "content": "added by the caller"})
         # No later turn changed what an earlier one returned (entries are copied before a
@@ -181,17 +183,21 @@ def test_a_re_sent_history_converts_only_its_new_messages(
         add(self, message)
 
     monkeypatch.setattr(_Fold, "add", counting)
+    cache = HistoryCache()
     history = [_text("r-u0", "user", "hi"), _text("r-a0", "assistant", "hello")]
     for n in range(1, 60):
         history += [_text(f"r-u{n}", "user", "more"), _text(f"r-a{n}", "assistant", "sure")]
-    model_messages(history, [])
+    first = _entered(cache, [_text("instructions-1", "system", "x"), *history])
+    model_messages(first.raws, [], first)
     added.clear()
     history += [
         _text("r-u-new", "user", "and?"),
         _call("r-c-new", "r-a59"),
         _result("r-c-new"),
     ]
-    out = model_messages([_text("fresh-instructions", "system", "x"), *history], [])
+    # The next request: v1's instructions under a fresh id, the history, its new messages.
+    second = _entered(cache, [_text("instructions-2", "system", "x"), *history])
+    out = model_messages(second.raws, [], second)
     assert added == ["r-u-new", "r-c-new", "result-r-c-new"]
     assert out[-2:] == [
         {"role": "user", "content": "and?"},
@@ -201,14 +207,18 @@ def test_a_re_sent_history_converts_only_its_new_messages(
     calls = out[-3]["tool_calls"]
     assert isinstance(calls, list) and [call["id"] for call in calls] == ["r-c-new"]
     added.clear()
-    model_messages([*history], [])
+    again = _entered(cache, second.raws)
+    model_messages(again.raws, [], again)
     assert added == []
 
 
 def test_a_history_with_a_message_without_id_is_converted_whole_next_time() -> None:
+    cache = HistoryCache()
     history = [_text("w-u0", "user", "hi"), _text("", "assistant", "no id yet")]
-    model_messages(history, [])
+    first = _entered(cache, history)
+    model_messages(first.raws, [], first)
     history[1].id = "w-stored"  # named when stored
     history.append(_text("w-u1", "user", "again"))
-    done, _kept = _FOLDED.resume(history)
+    second = _entered(cache, history)
+    done, _kept = second.resume(_FOLDED, second.raws)
     assert done == 0

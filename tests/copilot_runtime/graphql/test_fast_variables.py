@@ -16,7 +16,13 @@ from copilot_runtime.graphql.fastpath.documents import client_mutation_printed
 from copilot_runtime.graphql.fastpath.variables import plain_client_variables
 from copilot_runtime.graphql.input_conversion import coerced_to_plain
 from copilot_runtime.graphql.schema import schema
-from copilot_runtime.graphql.turn_input import parse_generate_input, was_parsed
+from copilot_runtime.graphql.turn_input import (
+    PARSED,
+    parse_generate_input,
+    parsed_range,
+    v1_history,
+)
+from copilot_runtime.history import KnownHistory
 from tests.fuzz import strategies
 
 _OPERATION = next(
@@ -115,34 +121,47 @@ def _agent_state_message(message_id: str, *, thread_id: str) -> dict[str, Any]:
     }
 
 
+def _entered(variables: dict[str, Any]) -> KnownHistory | None:
+    """The request's history, entering before the check as the fast path enters it."""
+    return v1_history(variables.get("data"), None)
+
+
+def _turn(variables: dict[str, Any]) -> tuple[dict[str, Any], Any] | None:
+    """The fast check of a request's variables, then its parse, as the fast path does them."""
+    history = _entered(variables)
+    plain = plain_client_variables(variables, history)
+    if plain is not None:
+        parse_generate_input(*plain, history)
+    return plain
+
+
 def test_a_re_sent_message_is_recognised_only_when_it_is_the_same(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The history comes back every turn: a message the turn parser remembers (an equal one
-    under the same id) is not checked again, the same id with other content is, and an agent
+    """The history comes back every turn: a message the thread's known history holds parsed
+    (an equal one) is not checked again, the same id with other content is, and an agent
     state's Boolean is never taken for a number that compares equal to it."""
     variables = request_variables(thread_id="t", tokens=3)
     variables["data"]["messages"][0]["id"] = "re-sent-1"
-    first = plain_client_variables(variables)
-    assert first is not None
-    parse_generate_input(*first)  # what the turn does next: the parser remembers the message
+    assert _turn(variables) is not None  # checked, then parsed: known
 
     again = json.loads(json.dumps(variables))
-    assert was_parsed(again["data"]["messages"][0])
+    assert parsed_range(_entered(again), again["data"]["messages"]) == (0, 1)
     edited = json.loads(json.dumps(variables))
     edited["data"]["messages"][0]["textMessage"]["content"] = "Something else"
-    assert not was_parsed(edited["data"]["messages"][0])
-    made = plain_client_variables(edited)
+    edited_history = _entered(edited)
+    assert parsed_range(edited_history, edited["data"]["messages"]) == (0, 0)
+    made = plain_client_variables(edited, edited_history)
     assert made is not None
     assert made[0]["messages"][0]["textMessage"]["content"] == "Something else"
 
-    # Not checked again: were the parser to remember a message the check refuses, it would
+    # Not checked again: were a known history to hold a message the check refuses, it would
     # pass as sent. (It cannot: only checked messages reach the parser.)
     refused = json.loads(json.dumps(variables))
     refused["data"]["messages"][0]["textMessage"]["content"] = 7
-    assert plain_client_variables(refused) is None
-    monkeypatch.setattr(fast_variables, "was_parsed", lambda raw: raw["id"] == "re-sent-1")
-    passed = plain_client_variables(refused)
+    assert plain_client_variables(refused, _entered(refused)) is None
+    monkeypatch.setattr(fast_variables, "parsed_range", lambda history, raws: (0, 1))
+    passed = plain_client_variables(refused, _entered(refused))
     assert passed is not None
     assert passed[0]["messages"][0] is refused["data"]["messages"][0]
     monkeypatch.undo()
@@ -150,11 +169,11 @@ def test_a_re_sent_message_is_recognised_only_when_it_is_the_same(
     state = _agent_state_message("state-1", thread_id="t")
     with_state = json.loads(json.dumps(variables))
     with_state["data"]["messages"].append(state)
-    assert plain_client_variables(with_state) == _by_graphql_core(with_state)
+    assert _turn(with_state) == _by_graphql_core(with_state)
     as_number = json.loads(json.dumps(with_state))
     as_number["data"]["messages"][-1]["agentStateMessage"]["running"] = 1
     assert _by_graphql_core(as_number) is None
-    assert plain_client_variables(as_number) is None
+    assert plain_client_variables(as_number, _entered(as_number)) is None
 
 
 def test_a_value_already_plain_is_kept_as_sent_and_one_that_is_not_is_made_anew() -> None:
@@ -199,43 +218,47 @@ def test_a_re_sent_history_is_recognised_together_and_only_new_messages_are_chec
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A thread's history comes back whole with each turn: the check recognises the part the
-    parser kept as one list, and asks about the new messages one by one."""
-    first = plain_client_variables(_turns("whole", 3))
-    assert first is not None
-    earlier = parse_generate_input(*first).messages
+    parser made before as one list, and checks only the new messages."""
+    first = _turns("whole", 3)
+    first_history = _entered(first)
+    plain = plain_client_variables(first, first_history)
+    assert plain is not None
+    earlier = parse_generate_input(*plain, first_history).messages
 
-    asked: list[str] = []
+    checked: list[list[str]] = []
+    plan = fast_variables._data_plan()
 
-    def one_by_one(raw: dict[str, Any]) -> bool:
-        asked.append(raw["id"])
-        return was_parsed(raw)
+    def recording(data: Any) -> Any:
+        checked.append([message["id"] for message in data["messages"]])
+        return plan(data)
 
-    monkeypatch.setattr(fast_variables, "was_parsed", one_by_one)
+    monkeypatch.setattr(fast_variables, "_data_plan", lambda: recording)
     again = _as_sent(_turns("whole", 5))
-    made = plain_client_variables(again)
+    history = _entered(again)
+    made = plain_client_variables(again, history)
 
     assert made is not None
     assert made == _by_graphql_core(again)
-    assert asked == ["whole-3", "whole-4"]
-    parsed = parse_generate_input(*made).messages
+    assert checked == [["whole-3", "whole-4"]]
+    parsed = parse_generate_input(*made, history).messages
     assert [m.content for m in parsed] == ["m0", "m1", "m2", "m3", "m4"]
     assert all(a is b for a, b in zip(parsed[:3], earlier, strict=True))
+    assert history is not None and history.reuse(PARSED, again["data"]["messages"])[:2] == (0, 5)
 
 
 def test_a_changed_message_in_a_re_sent_history_is_checked_again() -> None:
-    first = plain_client_variables(_turns("edit", 3))
-    assert first is not None
-    parse_generate_input(*first)
+    assert _turn(_turns("edit", 3)) is not None
 
     refused = _turns("edit", 4)
     refused["data"]["messages"][1]["textMessage"]["content"] = 7
-    assert plain_client_variables(refused) is None
+    assert plain_client_variables(refused, _entered(refused)) is None
 
     edited = _turns("edit", 4)
     edited["data"]["messages"][1]["textMessage"]["content"] = "edited"
-    made = plain_client_variables(edited)
+    history = _entered(edited)
+    made = plain_client_variables(edited, history)
     assert made is not None
-    assert [m.content for m in parse_generate_input(*made).messages] == [
+    assert [m.content for m in parse_generate_input(*made, history).messages] == [
         "m0",
         "edited",
         "m2",
@@ -245,14 +268,12 @@ def test_a_changed_message_in_a_re_sent_history_is_checked_again() -> None:
 
 def test_a_history_is_recognised_together_only_up_to_an_agent_state_message() -> None:
     """An agent state's Booleans compare equal to numbers (True == 1): a history holding one
-    is recognised as one list only before it, so a number sent for its Boolean is refused."""
+    is recognised by equality only before it, so a number sent for its Boolean is refused."""
     variables = _turns("state", 2)
     variables["data"]["messages"].append(_agent_state_message("state-s", thread_id="state"))
-    first = plain_client_variables(variables)
-    assert first is not None
-    parse_generate_input(*first)
+    assert _turn(variables) is not None
 
     as_number = json.loads(json.dumps(variables))
     as_number["data"]["messages"][-1]["agentStateMessage"]["active"] = 1
     assert _by_graphql_core(as_number) is None
-    assert plain_client_variables(as_number) is None
+    assert plain_client_variables(as_number, _entered(as_number)) is None

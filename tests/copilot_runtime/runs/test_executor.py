@@ -38,23 +38,11 @@ from copilot_runtime.runs.executor import (
 from copilot_runtime.runs.relay import run_group
 from copilot_runtime.runs.replies import replies_for_loop
 from copilot_runtime.runs.start import turn_prepare, turn_start
-from copilot_runtime.runs.task_history import EXECUTED, SENT
 from tests.support.generate_e2e import generate_data, runtime_settings, text_input
 from tests.support.redis_broker import redis_test_url
 from tests.support.waiting import eventually
 
 RECEIVE_TIMEOUT = 5.0
-
-
-@pytest.fixture(autouse=True)
-def _fresh_task_histories() -> Iterator[None]:
-    """Each test's threads are new to the process's memories of the histories its tasks
-    carried (engine/task_history.py), whatever an earlier test queued under the same ids."""
-    SENT.clear()
-    EXECUTED.clear()
-    yield
-    SENT.clear()
-    EXECUTED.clear()
 
 
 @pytest.fixture
@@ -176,16 +164,10 @@ def test_a_request_orjson_cannot_write_travels_as_its_payload() -> None:
     assert request_from_task(received) == request
 
 
-def test_the_task_names_the_stored_thread_and_keeps_two_owners_histories_apart(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A worker remembers each task's history by the stored thread (its primary key), not the
+def test_the_task_names_the_stored_thread_and_keeps_two_owners_histories_apart() -> None:
+    """A worker knows each task's history by the stored thread (its primary key), not the
     client's thread id, which two owners may both use: one owner's task between another's
     two leaves the other's history as it was read."""
-    from copilot_runtime.events import request as request_module
-    from copilot_runtime.events.carried import CarriedHistories
-
-    monkeypatch.setattr(request_module, "_CARRIED_TEXTS", CarriedHistories())
 
     def placement(thread_pk: int, *contents: str) -> dict[str, Any]:
         messages = [text_input(f"u{n}", content) for n, content in enumerate(contents)]

@@ -15,27 +15,23 @@ from django.test import override_settings
 
 from conversations.models import Run, RunStatus, Thread
 from conversations.store.types import PreparedTurn
-from copilot_runtime.agui.run_input import run_input_parse, turn_request_from_run_input
+from copilot_runtime.agui.run_input import (
+    agui_history,
+    run_input_parse,
+    turn_request_from_run_input,
+)
 from copilot_runtime.events.request import TurnRequest, message_json
-from copilot_runtime.graphql.turn_input import parse_generate_input
+from copilot_runtime.graphql.turn_input import parse_generate_input, v1_history
+from copilot_runtime.history import HISTORIES
 from copilot_runtime.runs import task_history
 from copilot_runtime.runs.executor import enqueue_run, placement_of, run_execute_stored
 from copilot_runtime.runs.start import turn_prepare
-from copilot_runtime.runs.task_history import EXECUTED, SENT, HistoryUnavailable, request_rebuilt
+from copilot_runtime.runs.task_history import HistoryUnavailable, request_rebuilt
 from tests.support.generate_e2e import generate_data, runtime_settings, text_input
 
 RECEIVE_TIMEOUT = 5.0
 ASSISTANT_REPLY = "Here is what I found about that, in a few sentences of ordinary length. " * 4
 INSTRUCTIONS = "You are a helpful assistant. Answer briefly and use the tools offered. " * 4
-
-
-@pytest.fixture(autouse=True)
-def _fresh_task_histories() -> Iterator[None]:
-    SENT.clear()
-    EXECUTED.clear()
-    yield
-    SENT.clear()
-    EXECUTED.clear()
 
 
 @pytest.fixture
@@ -83,7 +79,17 @@ def _received(app: Celery) -> Queued:
 
 
 def _v1(thread_id: str, messages: list[dict[str, Any]]) -> TurnRequest:
-    return parse_generate_input(generate_data(thread_id=thread_id, messages=messages), {})
+    """The request the v1 surface parses, its history entered (copilot_runtime/history)."""
+    data = generate_data(thread_id=thread_id, messages=messages)
+    return parse_generate_input(data, {}, v1_history(data, None))
+
+
+def _another_worker_ran(placement: dict[str, Any]) -> None:
+    """What this process knows as a worker of the task's thread is gone: another worker
+    executed the thread's earlier turns."""
+    known = HISTORIES.of_thread(placement["thread_pk"])
+    if known is not None:
+        HISTORIES.discard(known)
 
 
 def _created(n: int) -> str:
@@ -199,7 +205,7 @@ async def test_the_worker_rebuilds_the_webs_request_turn_after_turn(
         assert [m["id"] for m in carried] == [i for i in ids if i not in previous_ids]
         assert carried[0]["id"] == f"sys-{turn}"
         if source == "database":
-            EXECUTED.clear()  # another worker executed the earlier turns
+            _another_worker_ran(queued.placement)
 
         rebuilt = await request_rebuilt(run_id=queued.run_id, placement=queued.placement)
 
@@ -216,7 +222,7 @@ async def test_kinds_jsonb_would_change_are_rebuilt_as_the_client_sent_them(
     for messages in histories:
         request = _v1("kinds", messages)
         queued = await _queue_turn(celery_executor, request)
-    EXECUTED.clear()
+    _another_worker_ran(queued.placement)
 
     rebuilt = await request_rebuilt(run_id=queued.run_id, placement=queued.placement)
 
@@ -257,7 +263,7 @@ async def test_an_edited_or_regenerated_history_travels_where_it_differs(
         assert {m["id"] for m in carried} == changed
         assert turn.placement["history"]["base"] == queued[-1].run_id
         if source == "database":
-            EXECUTED.clear()
+            _another_worker_ran(turn.placement)
 
         rebuilt = await request_rebuilt(run_id=turn.run_id, placement=turn.placement)
 
@@ -317,11 +323,12 @@ async def test_an_agui_thread_with_tool_calls_is_rebuilt_exactly(
             "state": {"count": turn},
             "forwardedProps": {},
         }
-        request = turn_request_from_run_input(run_input_parse(body), agent_name="default")
+        run_input = run_input_parse(body, agui_history(body, None))
+        request = turn_request_from_run_input(run_input, agent_name="default")
         queued = await _queue_turn(celery_executor, request, protocol="agui")
         assert queued.placement["history"]["base"] == previous
         if source == "database":
-            EXECUTED.clear()
+            _another_worker_ran(queued.placement)
 
         rebuilt = await request_rebuilt(run_id=queued.run_id, placement=queued.placement)
 
@@ -404,9 +411,10 @@ async def test_the_cache_serves_only_the_base_it_names(
     _assert_same(rebuilt, requests[3])
     assert rebuilt.messages[1] is first.messages[1]  # back to the cached run, then shared
 
-    # A cache entry under another run id is never taken for the base, whatever it holds.
-    thread_pk = turns[3].placement["thread_pk"]
-    EXECUTED.remember(thread_pk, "not-the-base", first.messages[:1])
+    # A known history of another run is never taken for the base, whatever it holds.
+    known = HISTORIES.of_thread(turns[3].placement["thread_pk"])
+    assert known is not None and known.run_id == turns[3].run_id
+    known.run_id = "not-the-base"
     again = await request_rebuilt(run_id=turns[3].run_id, placement=turns[3].placement)
     assert len(reads) == 2
     _assert_same(again, rebuilt)
@@ -429,7 +437,7 @@ async def test_a_history_that_cannot_be_rebuilt_is_never_run_shortened(
         await request_rebuilt(run_id=turns[1].run_id, placement=turns[1].placement)
 
     broken = {**turns[1].placement, "history": {**turns[1].placement["history"], "count": 99}}
-    EXECUTED.clear()
+    _another_worker_ran(turns[1].placement)
     await request_rebuilt(run_id=turns[0].run_id, placement=turns[0].placement)
     with pytest.raises(HistoryUnavailable):
         await request_rebuilt(run_id=turns[1].run_id, placement=broken)
@@ -445,7 +453,7 @@ async def test_a_referring_task_executes_with_the_whole_history(
     run = await _queue_turn(celery_executor, _v1("executes", second))
     await Run.objects.filter(pk=run.run_id).aupdate(status=RunStatus.PENDING)
     assert run.placement["history"]["base"] == queued.run_id
-    EXECUTED.clear()  # the previous turn ran elsewhere: the base comes from the database
+    _another_worker_ran(run.placement)  # the base comes from the database
 
     assert await run_execute_stored(run_id=run.run_id, placement=run.placement) == (
         RunStatus.SUCCEEDED
@@ -467,5 +475,5 @@ async def test_a_thread_made_again_under_the_same_id_carries_everything(
     turn = await _queue_turn(celery_executor, request)
 
     assert turn.placement["history"] == {"base": None, "count": 3, "spans": []}
-    EXECUTED.clear()
+    _another_worker_ran(turn.placement)
     _assert_same(await request_rebuilt(run_id=turn.run_id, placement=turn.placement), request)
