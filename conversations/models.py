@@ -2,8 +2,50 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
+
+
+class NextHistoryVersion(models.Func):
+    """A new thread's history version: the next value of migration 0009's sequence on
+    PostgreSQL. Elsewhere (SQLite, the embedded default) no trigger draws versions and no
+    process reads them (the ORM store asks about every id at every turn): 0."""
+
+    arity = 0
+    output_field = models.BigIntegerField()
+
+    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list[Any]]:
+        return "0", []
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list[Any]]:
+        return "nextval('conversations_history_version')", []
+
+
+class HistoryVersionField(models.BigIntegerField):
+    """A thread's history version (migration 0009): drawn by the database when the thread is
+    made and whenever a statement changes or deletes its messages, never written by the ORM. A
+    thread the ORM creates takes the column's default; a thread the ORM saves leaves it as the
+    database has it (an instance read before a change would otherwise write an old version
+    back, and a process that knew the thread's messages at that version would take them for
+    current)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("db_default", NextHistoryVersion())
+        kwargs.setdefault("editable", False)
+        super().__init__(*args, **kwargs)
+
+    def deconstruct(self) -> Any:
+        name, path, args, kwargs = super().deconstruct()
+        kwargs.pop("db_default", None)
+        kwargs.pop("editable", None)
+        return name, path, args, kwargs
+
+    def pre_save(self, model_instance: models.Model, add: bool) -> Any:
+        if add:
+            return super().pre_save(model_instance, add)
+        return models.F(self.attname)  # an UPDATE sets it to itself
 
 
 class ThreadStatus(models.TextChoices):
@@ -39,6 +81,9 @@ class Thread(models.Model):
     status = models.CharField(max_length=16, choices=ThreadStatus, default=ThreadStatus.IDLE)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # What a process that knows the thread's messages checks they are still as it knew them
+    # (conversations/store/pg/history_ids.py).
+    history_version = HistoryVersionField()
 
     class Meta:
         ordering = ["-updated_at"]

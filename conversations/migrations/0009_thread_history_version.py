@@ -12,9 +12,9 @@ every id the client re-sends. A version the process does not expect sends it bac
 whole look-up. The sequence belongs to no column, so truncating the tables never starts the
 versions again from a value a process may remember.
 
-PostgreSQL only, and not part of the Django model: the ORM (and SQLite, which runs the ORM
-store) never reads or writes the column; a thread the ORM creates takes its version from the
-column's default.
+PostgreSQL only; 0013 declares the column on the Django model (the ORM reads it and never
+writes it: a thread the ORM creates takes its version from the column's default) and adds it,
+without versions, on SQLite.
 """
 
 from collections.abc import Callable
