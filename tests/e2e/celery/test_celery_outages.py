@@ -31,6 +31,7 @@ from tests.support.generate_e2e import (
     thread_rows,
     wait_for,
 )
+from tests.support.workers import free_port
 
 if TYPE_CHECKING:
     from benchmarks.fake_upstream import FakeUpstream
@@ -198,9 +199,9 @@ def silent_database_port() -> Iterator[int]:
 
 
 def closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])  # nothing listens once the probe closes
+    # From this worker's own block: an ephemeral port freed by a probe can be taken at once by
+    # a server another test (or another suite on the machine) starts.
+    return free_port()
 
 
 @pytest.mark.parametrize("database", ["refused", "silent"])
