@@ -16,15 +16,15 @@
 #      on the newest Python 3.12-3.14 found (PATH, then pyenv): the newest Django, Celery,
 #      kombu, channels_redis and redis-py the ranges admit.
 # With arguments, it runs exactly `pytest ARGS` instead of 6 and 7, in one process unless ARGS
-# say `-n N`: `make test ARGS="-k foo -x"`, `make test ARGS="-n 4 tests/e2e"`.
+# say `-n N`: `make test ARGS="-k foo -x"`, `make test ARGS="-n 6 tests/e2e"`.
 # Every test has a time limit (pytest-timeout; pyproject.toml's `timeout`, and
 # @pytest.mark.timeout on the few that need longer): a hung test fails with a traceback.
 # Everything it started is stopped on exit, on failure and on Ctrl-C; the exit code is the first
 # failing pytest run's (exit code 5, "no tests collected", stays a failure).
 #
-# The edit loop: `QUICK=1 SKIP_NEWEST=1 make test` (or `QUICK=1 make test ARGS="-k foo"`) runs,
-# on the workers, only what needs no served process: not e2e, not faults, not serial (about a
-# minute and a half). docs/testing.md has the rest.
+# The edit loop: `QUICK=1 make test` (or `QUICK=1 make test ARGS="-k foo"`) runs, on the
+# workers, only the tests not marked e2e, faults or serial, and not the newest releases' run.
+# docs/testing.md has the rest.
 #
 # The suite sees DATABASE_URL (the throwaway PostgreSQL; pytest-django creates its test database
 # there, one per worker) and TEST_REDIS_URL (NOT REDIS_URL: each test decides whether it uses
@@ -32,7 +32,7 @@
 # TEST_REDIS_URL).
 #
 # Environment:
-#   TEST_WORKERS=N   pytest-xdist workers for steps 6 and 7 (default 4; 0: one process)
+#   TEST_WORKERS=N   pytest-xdist workers for steps 6 and 7 (default 6; 0: one process)
 #   QUICK=1          the edit loop's subset (above), on the workers; ARGS are added to it
 #   SKIP_INSTALL=1   use .venv as is (no pip install); system packages are still checked
 #   SKIP_LINT=1      skip `ruff check` (local iteration only; CI always lints)
@@ -371,7 +371,7 @@ ensure_newest_venv() {
 # pytest-xdist workers for the parallel runs (tests/support/workers.py: a test database, a Redis
 # server and a block of ports each). Many tests wait on served processes rather than compute,
 # so more workers than cores pays; TEST_WORKERS=0 runs everything in one process.
-DEFAULT_WORKERS=4
+DEFAULT_WORKERS=6
 WORKERS="${TEST_WORKERS:-$DEFAULT_WORKERS}"
 [[ "$WORKERS" =~ ^[0-9]+$ ]] || die "TEST_WORKERS must be a whole number (0: no workers), not '$WORKERS'"
 # QUICK=1: the edit loop's subset, nothing served (e2e), no fault tests, nothing marked serial.
