@@ -14,6 +14,7 @@ from redis.exceptions import ResponseError
 
 from copilot_runtime.fastlane.redis import command_at_once
 from tests.copilot_runtime.runs.conftest import claims_redis_url
+from tests.support.waiting import eventually
 
 # A database of its own (the claims' tests use 12).
 DATABASE = 11
@@ -104,12 +105,9 @@ async def test_a_command_cancelled_before_its_reply_leaves_no_stale_reply(
 ) -> None:
     waiting = asyncio.ensure_future(command_at_once(client, "BLPOP", "empty", 1))
     # Blocked in Redis (this worker's own server: no other client blocks there).
-    for _ in range(1000):
-        if observer.info("clients")["blocked_clients"]:
-            break
-        await asyncio.sleep(0.005)
-    else:
-        raise AssertionError("the BLPOP never blocked in Redis")
+    await eventually(
+        lambda: observer.info("clients")["blocked_clients"], what="the BLPOP blocked in Redis"
+    )
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiting

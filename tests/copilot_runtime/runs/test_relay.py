@@ -26,6 +26,7 @@ from copilot_runtime.runs import relay
 from copilot_runtime.runs.execute import run_execute
 from copilot_runtime.runs.relay import announce_batch, follow_run, run_group
 from copilot_runtime.runs.start import turn_prepare
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -146,14 +147,10 @@ async def in_group(run_id: str) -> None:
         return bool(layer.groups.get(group))
 
     try:
-        for _ in range(1000):
-            if await joined():
-                return
-            await asyncio.sleep(0.005)
+        await eventually(joined, what="the follower joined the run's group")
     finally:
         if client is not None:
             await client.aclose()
-    raise AssertionError("the follower never joined the run's group")
 
 
 @pytest.fixture
