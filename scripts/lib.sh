@@ -101,14 +101,17 @@ find_newest_python() {
 
 # ensure_venv runtime|test
 # Creates .venv when missing and (re)installs the project when pyproject.toml is newer than the
-# stamp of that install. The test install is a superset of the runtime one, so a fresh test stamp
-# also satisfies `runtime`.
+# stamp of that install. `test` is everything make test needs in one pip run: the `test` extra,
+# the agent tests' real peers (`test-agents`: the copilotkit SDK, ag-ui-langgraph,
+# langchain-openai, uvicorn), the OTLP exporter and the LangGraph and LangChain adapters. It is
+# a superset of the runtime install, so a fresh test stamp also satisfies `runtime`.
 LOCK_FILE="$REPO_ROOT/requirements.lock"
+TEST_SPEC=".[test,test-agents,otel,langgraph,langchain]"
 
 ensure_venv() {
     local flavour="$1"
     local spec="."
-    [ "$flavour" = "test" ] && spec=".[test]"
+    [ "$flavour" = "test" ] && spec="$TEST_SPEC"
     local stamp="$VENV_DIR/.installed-$flavour"
     local test_stamp="$VENV_DIR/.installed-test"
     local pyproject="$REPO_ROOT/pyproject.toml"
@@ -147,11 +150,13 @@ create_venv() {
 
 # pip_install_locked SPEC: the project with SPEC's extras, at the versions requirements.lock
 # pins (the pyproject ranges stay for host projects). Shows each package as it is fetched, so
-# the minute a fresh machine takes is not silent.
+# the minute a fresh machine takes is not silent. --no-compile: pip would byte-compile every
+# module of every package (a third of the install's time); Python compiles the ones a process
+# imports, once, when it first imports them.
 pip_install_locked() {
     local spec="$1"
     log "installing '$spec' at the versions of $(basename "$LOCK_FILE") (about a minute on a fresh machine)"
-    (cd "$REPO_ROOT" && "$VENV_PYTHON" -m pip install --disable-pip-version-check \
+    (cd "$REPO_ROOT" && "$VENV_PYTHON" -m pip install --disable-pip-version-check --no-compile \
         -c "$LOCK_FILE" -e "$spec" 2>&1 |
         while IFS= read -r line; do
             case "$line" in

@@ -2,20 +2,23 @@
 # `make test`: the whole suite from a fresh clone.
 #
 #   1. installs missing system packages (PostgreSQL, Redis) when running as root on Debian;
-#   2. creates/refreshes .venv with the test extras (`test`, `test-agents`: the agent peers, `otel`: the OTLP exporter);
+#   2. side by side: creates/refreshes .venv with the test extras (`test`, `test-agents`: the
+#      agent peers, `otel`: the OTLP exporter, the LangGraph and LangChain adapters), the
+#      newest releases' venv when step 6 will run, and the Node e2e clients
+#      (tests/e2e/js/install.sh);
 #   3. lints (ruff check), failing fast;
 #   4. starts a throwaway PostgreSQL, and a throwaway Redis per pytest worker, on free loopback
 #      ports;
-#   5. installs the Node e2e clients (tests/e2e/js/install.sh, when present);
-#   6. with no arguments, runs the suite: everything not marked `serial` on TEST_WORKERS
+#   5. with no arguments, runs the suite: everything not marked `serial` on TEST_WORKERS
 #      pytest-xdist workers (each with its own test database, Redis server and ports:
-#      tests/support/workers.py), then the tests marked `serial` (load and fault tests, which
-#      must neither disturb nor be disturbed) in one process;
-#   7. with no arguments, runs the host, Celery, broker and channel-layer tests again (the same
+#      tests/support/workers.py), niced, and beside them the tests marked `serial` (load and
+#      fault tests, which must not wait for a core) one at a time in a lane of their own at
+#      normal priority (run_suite);
+#   6. with no arguments, runs the host, Celery, broker and channel-layer tests again (the same
 #      two steps) in a second venv (.venv-newest) holding requirements-newest.lock's releases
 #      on the newest Python 3.12-3.14 found (PATH, then pyenv): the newest Django, Celery,
 #      kombu, channels_redis and redis-py the ranges admit.
-# With arguments, it runs exactly `pytest ARGS` instead of 6 and 7, in one process unless ARGS
+# With arguments, it runs exactly `pytest ARGS` instead of 5 and 6, in one process unless ARGS
 # say `-n N`: `make test ARGS="-k foo -x"`, `make test ARGS="-n 6 tests/e2e"`.
 # Every test has a time limit (pytest-timeout; pyproject.toml's `timeout`, and
 # @pytest.mark.timeout on the few that need longer): a hung test fails with a traceback.
@@ -32,12 +35,12 @@
 # TEST_REDIS_URL).
 #
 # Environment:
-#   TEST_WORKERS=N   pytest-xdist workers for steps 6 and 7 (default 6; 0: one process)
+#   TEST_WORKERS=N   pytest-xdist workers for steps 5 and 6 (default 6; 0: one process)
 #   QUICK=1          the edit loop's subset (above), on the workers; ARGS are added to it
 #   SKIP_INSTALL=1   use .venv as is (no pip install); system packages are still checked
 #   SKIP_LINT=1      skip `ruff check` (local iteration only; CI always lints)
-#   SKIP_NEWEST=1    skip step 7 (local iteration only; CI always runs it)
-#   NEWEST=1         run step 7 even with arguments, passing them to it instead of the subset
+#   SKIP_NEWEST=1    skip step 6 (local iteration only; CI always runs it)
+#   NEWEST=1         run step 6 even with arguments, passing them to it instead of the subset
 #   NEWEST_VENV_DIR  the second venv (default .venv-newest)
 #   PG_BIN=/path     directory holding initdb/pg_ctl/psql (default: newest /usr/lib/postgresql/*/bin)
 #   SCREENSHOT_DIR=/path  where browser tests save screenshots (default: artifacts/screenshots)
@@ -54,6 +57,7 @@ WORK_DIR=""        # our scratch directory (logs, redis)
 PG_DIR=""          # PostgreSQL data + socket directory (owned by `postgres` when we are root)
 PG_STARTED=0
 REDIS_PIDS=()       # one redis-server per pytest worker
+LANE_PID=""         # the serial lane's pytest while it runs (run_suite)
 POLICY_RC_CREATED=0
 POLICY_RC=/usr/sbin/policy-rc.d
 
@@ -102,6 +106,10 @@ remove_policy_rc() {
 cleanup() {
     local status=$?
     set +e
+    if [ -n "$LANE_PID" ] && kill -0 "$LANE_PID" 2>/dev/null; then
+        kill -TERM "$LANE_PID" 2>/dev/null
+        wait "$LANE_PID" 2>/dev/null
+    fi
     phase_end
     if [ "$PG_STARTED" -eq 1 ] || [ "${#REDIS_PIDS[@]}" -gt 0 ]; then
         phase_begin "stop services"
@@ -307,21 +315,6 @@ start_redis_servers() {
     log "Redis on ${REDIS_URLS[*]}"
 }
 
-# --- the agent tests' real peers ----------------------------------------------------------------
-
-# The `test-agents` extra (the copilotkit SDK, ag-ui-langgraph, langchain-openai, uvicorn) is
-# installed next to `test`, re-installed when pyproject.toml is newer than its stamp.
-ensure_test_peers() {
-    local stamp="$VENV_DIR/.installed-test-agents"
-    if [ -f "$stamp" ] && [ ! "$REPO_ROOT/pyproject.toml" -nt "$stamp" ] &&
-        [ ! "$LOCK_FILE" -nt "$stamp" ]; then
-        log "$VENV_DIR is up to date for '.[test,test-agents,otel,langgraph,langchain]'"
-        return 0
-    fi
-    pip_install_locked ".[test,test-agents,otel,langgraph,langchain]"
-    touch "$stamp"
-}
-
 # --- the newest releases -----------------------------------------------------------------------
 
 NEWEST_VENV_DIR="${NEWEST_VENV_DIR:-$REPO_ROOT/.venv-newest}"
@@ -362,7 +355,7 @@ ensure_newest_venv() {
         return 0
     fi
     VENV_PYTHON="$NEWEST_VENV_DIR/bin/python" LOCK_FILE="$NEWEST_LOCK" \
-        pip_install_locked ".[test,test-agents,otel,langgraph,langchain]"
+        pip_install_locked "$TEST_SPEC"
     touch "$stamp"
 }
 
@@ -385,13 +378,48 @@ phase_begin "system packages"
 ensure_system_packages
 phase_end
 
-phase_begin "python venv"
+# Step 6 runs with no arguments (or NEWEST=1), never for QUICK or SKIP_NEWEST.
+RUN_NEWEST=0
+if [ -z "${SKIP_NEWEST:-}" ] && [ -z "${QUICK:-}" ] && { [ "$#" -eq 0 ] || [ -n "${NEWEST:-}" ]; }; then
+    RUN_NEWEST=1
+fi
+
+# The three installs (the test venv, the newest releases' venv, the Node clients) go side by
+# side: each waits on downloads and disks as much as on a core, so together they take about as
+# long as the longest. The background ones print their output when they are done.
+phase_begin "installs"
+background_pids=()
+background_logs=()
+background_names=()
+install_in_background() {
+    local name="$1" log_file="$WORK_DIR/install-${#background_pids[@]}.log"
+    shift
+    ("$@") >"$log_file" 2>&1 &
+    background_pids+=("$!")
+    background_logs+=("$log_file")
+    background_names+=("$name")
+}
+if [ -f tests/e2e/js/install.sh ]; then
+    install_in_background "the Node e2e clients (tests/e2e/js/install.sh)" bash tests/e2e/js/install.sh
+fi
 if [ -n "${SKIP_INSTALL:-}" ]; then
     require_venv
 else
+    if [ "$RUN_NEWEST" -eq 1 ]; then
+        install_in_background "the newest releases' venv" ensure_newest_venv
+    fi
     ensure_venv test
-    ensure_test_peers
 fi
+install_failed=""
+for index in "${!background_pids[@]}"; do
+    if wait "${background_pids[$index]}"; then
+        cat "${background_logs[$index]}" >&2
+    else
+        cat "${background_logs[$index]}" >&2
+        install_failed="${install_failed:+$install_failed, }${background_names[$index]}"
+    fi
+done
+[ -z "$install_failed" ] || die "installing $install_failed failed (output above)"
 phase_end
 
 if [ -n "${SKIP_LINT:-}" ]; then
@@ -408,14 +436,10 @@ start_postgres
 phase_end
 
 phase_begin "start redis"
-start_redis_servers "$((WORKERS > 0 ? WORKERS : 1))"
+# One per worker, and one more for the serial lane (run_suite) when there are workers.
+start_redis_servers "$((WORKERS > 0 ? WORKERS + 1 : 1))"
 phase_end
 
-if [ -f tests/e2e/js/install.sh ]; then
-    phase_begin "node e2e clients"
-    bash tests/e2e/js/install.sh || die "tests/e2e/js/install.sh failed"
-    phase_end
-fi
 
 # The suite decides per test where Redis and the model upstream are used: never inherit the
 # caller's REDIS_URL, broker or OpenAI credentials.
@@ -445,6 +469,50 @@ run_pytest() {
 
 statuses=()
 
+# record_status LABEL STATUS: adds a run's exit code (5, "no tests collected", is a failure).
+record_status() {
+    [ "$2" -eq 5 ] && log "$1: pytest collected no tests (exit code 5): that is a failure"
+    statuses+=("$2")
+}
+
+# run_suite LABEL PYTHON [PATHS...]: the tests not marked `serial` on the workers, and beside
+# them the `serial` ones (load and fault tests) in a lane of their own: one process, as worker
+# number WORKERS (tests/support/workers.py: a Redis server and ports of its own), at normal
+# priority while the parallel run is niced, so the lane's servers get a core whenever they
+# want one. The lane mostly waits (on its own PostgreSQL and Redis restarting), so beside the
+# parallel run it costs little and saves its whole duration. Its output follows the parallel
+# run's. Without workers (TEST_WORKERS=0) the two run one after the other.
+run_suite() {
+    local label="$1" python="$2"
+    shift 2
+    if [ "$WORKERS" -eq 0 ]; then
+        run_pytest "$label, not serial" "$python" -m "not serial" "$@"
+        statuses+=("$last_status")
+        run_pytest "$label, serial" "$python" -m serial "$@"
+        statuses+=("$last_status")
+        return
+    fi
+    phase_begin "$label"
+    local lane_log="$WORK_DIR/serial-lane.log" parallel_status lane_status
+    log "pytest -m serial $* (the serial lane, beside the parallel run; its output follows it)"
+    TEST_WORKER_INDEX="$WORKERS" "$python" -m pytest -m serial -p no:cacheprovider \
+        --basetemp "$WORK_DIR/serial-lane" "$@" >"$lane_log" 2>&1 &
+    LANE_PID=$!
+    log "nice -n 10 pytest ${parallel_args[*]} -m 'not serial' $*"
+    set +e
+    nice -n 10 "$python" -m pytest "${parallel_args[@]}" -m "not serial" "$@"
+    parallel_status=$?
+    wait "$LANE_PID"
+    lane_status=$?
+    set -e
+    LANE_PID=""
+    log "the serial lane (exit code $lane_status):"
+    cat "$lane_log"
+    phase_end
+    record_status "$label (parallel)" "$parallel_status"
+    record_status "$label (serial lane)" "$lane_status"
+}
+
 # pytest-xdist's workers, each handed the next module when it is free (--dist loadfile: a
 # module's fixtures are set up once), the longest first (tests/conftest.py orders them).
 parallel_args=()
@@ -459,31 +527,21 @@ elif [ "$#" -gt 0 ]; then
     run_pytest "pytest" "$VENV_PYTHON" "$@"
     statuses+=("$last_status")
 else
-    run_pytest "pytest (parallel)" "$VENV_PYTHON" "${parallel_args[@]}" -m "not serial"
-    statuses+=("$last_status")
-    run_pytest "pytest (serial)" "$VENV_PYTHON" -m serial
-    statuses+=("$last_status")
+    run_suite "pytest" "$VENV_PYTHON"
 fi
 
-if [ -z "${SKIP_NEWEST:-}" ] && [ -z "${QUICK:-}" ] && { [ "$#" -eq 0 ] || [ -n "${NEWEST:-}" ]; }; then
-    phase_begin "newest venv"
-    if [ -n "${SKIP_INSTALL:-}" ] && [ -x "$NEWEST_VENV_DIR/bin/python" ]; then
-        log "SKIP_INSTALL is set: using $NEWEST_VENV_DIR as is"
-    else
+if [ "$RUN_NEWEST" -eq 1 ]; then
+    if [ -n "${SKIP_INSTALL:-}" ] && [ ! -x "$NEWEST_VENV_DIR/bin/python" ]; then
+        phase_begin "newest venv"
         ensure_newest_venv
+        phase_end
     fi
-    phase_end
     log "$("$NEWEST_VENV_DIR/bin/python" --version) with requirements-newest.lock"
     if [ "$#" -gt 0 ]; then
         run_pytest "pytest (newest)" "$NEWEST_VENV_DIR/bin/python" "$@"
         statuses+=("$last_status")
     else
-        run_pytest "pytest (newest, parallel)" "$NEWEST_VENV_DIR/bin/python" \
-            "${parallel_args[@]}" -m "not serial" "${NEWEST_TESTS[@]}"
-        statuses+=("$last_status")
-        run_pytest "pytest (newest, serial)" "$NEWEST_VENV_DIR/bin/python" -m serial \
-            "${NEWEST_TESTS[@]}"
-        statuses+=("$last_status")
+        run_suite "pytest (newest)" "$NEWEST_VENV_DIR/bin/python" "${NEWEST_TESTS[@]}"
     fi
 fi
 

@@ -177,6 +177,9 @@ def fresh_venv(root: Path, wheel: Path) -> Path:
             "install",
             "--disable-pip-version-check",
             "-q",
+            # Python compiles what the host imports when it first does: pip compiling every
+            # module of every package is a third of the install.
+            "--no-compile",
             "-c",
             str(suite_lock()),
             str(wheel),

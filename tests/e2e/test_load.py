@@ -28,7 +28,8 @@ from conversations.models import Message, Run, RunStatus
 from tests.e2e.conftest import ASGI_APPLICATION, UVICORN
 from tests.support.generate_e2e import deterministic_tokens, server_env
 
-# Serial (scripts/test.sh runs these alone): 300 streams at once take the whole machine.
+# Serial (scripts/test.sh's lane, at a priority above the niced parallel run): 300 streams
+# at once want the whole machine.
 pytestmark = [pytest.mark.e2e, pytest.mark.serial]
 
 

@@ -14,7 +14,10 @@
   port one worker picked for a server is never picked by another worker, nor taken meanwhile by
   an outgoing connection's local port.
 
-Outside xdist (``-n 0``, or plain ``pytest``) the worker index is 0 and nothing changes.
+Outside xdist (``-n 0``, or plain ``pytest``) the worker index is 0 and nothing changes, unless
+``TEST_WORKER_INDEX`` names one: ``scripts/test.sh`` runs the ``serial`` tests in a process of
+their own beside the parallel run, as worker ``TEST_WORKER_INDEX`` (one past the last xdist
+worker), with the Redis server listed at that index and that block of ports.
 """
 
 from __future__ import annotations
@@ -43,7 +46,9 @@ def worker_id() -> str:
 
 def worker_index() -> int:
     name = worker_id()
-    return int(name[2:]) if name.startswith("gw") else 0
+    if name.startswith("gw"):
+        return int(name[2:])
+    return int(os.environ.get("TEST_WORKER_INDEX", "0"))
 
 
 def worker_count() -> int:
@@ -88,7 +93,9 @@ _own_redis = None
 def claim_redis() -> None:
     """Point ``TEST_REDIS_URL`` at this worker's own Redis server (see the module's doc)."""
     global _own_redis
-    if worker_id() == "master" or not os.environ.get("TEST_REDIS_URL"):
+    if not os.environ.get("TEST_REDIS_URL"):
+        return
+    if worker_id() == "master" and "TEST_WORKER_INDEX" not in os.environ:
         return
     listed = os.environ.get("TEST_REDIS_URLS", "").split()
     index = worker_index()

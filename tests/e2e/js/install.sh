@@ -10,6 +10,11 @@ set -euo pipefail
 
 js_root="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
+# The folders install side by side (npm's cache is safe to share between concurrent runs): a
+# fresh machine waits for the slowest folder rather than the sum of them.
+pids=()
+logs=()
+folders=()
 for folder in "${js_root}"/gql-*/ "${js_root}"/ws/ "${js_root}"/agui/ "${js_root}"/browser/ \
   "${js_root}"/react-v1/ "${js_root}"/react-v2/; do
   folder="${folder%/}"
@@ -21,11 +26,19 @@ for folder in "${js_root}"/gql-*/ "${js_root}"/ws/ "${js_root}"/agui/ "${js_root
     continue
   fi
   log_file="$(mktemp)"
-  if ! (cd "${folder}" && npm ci --no-audit --no-fund --loglevel=error >"${log_file}" 2>&1); then
-    echo "npm ci failed in ${folder}:" >&2
-    cat "${log_file}" >&2
-    rm -f "${log_file}"
-    exit 1
-  fi
-  rm -f "${log_file}"
+  (cd "${folder}" && npm ci --no-audit --no-fund --loglevel=error >"${log_file}" 2>&1) &
+  pids+=("$!")
+  logs+=("${log_file}")
+  folders+=("${folder}")
 done
+
+failed=0
+for index in "${!pids[@]}"; do
+  if ! wait "${pids[${index}]}"; then
+    echo "npm ci failed in ${folders[${index}]}:" >&2
+    cat "${logs[${index}]}" >&2
+    failed=1
+  fi
+  rm -f "${logs[${index}]}"
+done
+exit "${failed}"
