@@ -2,7 +2,8 @@
 
 The work happens in ``tests/e2e/js/agui/agui_client.cjs`` (see its header for the command and
 result shapes); this module installs the pinned packages and exchanges one JSON command and one
-JSON result with a Node process.
+JSON result with a Node process: this worker's served driver (``tests/e2e/node_driver.py``), or
+a one-shot process when that one is busy or ``E2E_NODE_ONE_SHOT=1``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.js_client import JsClientError, _node_executable, ensure_js_clients_installed
+from tests.e2e.node_driver import ServedDriver, one_shot_forced, served_driver
 
 AGUI_ROOT: Path = Path(__file__).resolve().parent / "js" / "agui"
 DRIVER_SCRIPT: Path = AGUI_ROOT / "agui_client.cjs"
@@ -21,8 +23,13 @@ DRIVER_SCRIPT: Path = AGUI_ROOT / "agui_client.cjs"
 
 def run_agui(command: dict[str, Any], timeout: float = 60) -> dict[str, Any]:
     """One command for the v2 driver; raises JsClientError when Node fails or prints no JSON.
-    What the client itself reports (errors, HTTP statuses) is part of the result."""
+    What the client itself reports (errors, HTTP statuses) is part of the result, and
+    ``result["stderr"]`` is what the client printed while running the command."""
     ensure_js_clients_installed()
+    # None: the served driver is busy with another thread's command; run this one on its own.
+    served = None if one_shot_forced() else served_agui_driver().call(command, timeout)
+    if served is not None:
+        return {**served.result, "stderr": served.stderr}
     try:
         completed = subprocess.run(
             [_node_executable(), str(DRIVER_SCRIPT)],
@@ -48,6 +55,12 @@ def run_agui(command: dict[str, Any], timeout: float = 60) -> dict[str, Any]:
         ) from error
     result["stderr"] = completed.stderr
     return result
+
+
+def served_agui_driver() -> ServedDriver:
+    """This process's served v2 driver (started by its first call)."""
+    argv = [_node_executable(), str(DRIVER_SCRIPT), "--serve"]
+    return served_driver(("agui",), "agui_client.cjs", argv, AGUI_ROOT)
 
 
 def step_types(step: dict[str, Any]) -> list[str]:

@@ -1,17 +1,26 @@
 """Runs the real CopilotKit GraphQL client (Node) against a server, for end-to-end tests.
 
 The work happens in ``tests/e2e/js/gql_client.cjs``; this module only installs the pinned client
-versions and exchanges one JSON command / one JSON result with a Node process.
+versions and exchanges one JSON command / one JSON result with a Node process: this worker's
+served driver for the version (``tests/e2e/node_driver.py``), or a one-shot process when that
+one is busy or ``E2E_NODE_ONE_SHOT=1``.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import threading
 from pathlib import Path
 from typing import Any
+
+from tests.e2e.node_driver import (
+    JsClientError,
+    ServedDriver,
+    node_executable,
+    one_shot_forced,
+    served_driver,
+)
 
 JS_CLIENT_VERSIONS: tuple[str, ...] = ("1.10.6", "1.74.0")
 
@@ -23,15 +32,8 @@ _install_lock = threading.Lock()
 _installed = False
 
 
-class JsClientError(RuntimeError):
-    """The Node driver could not run or did not answer with JSON."""
-
-
-def _node_executable() -> str:
-    node = shutil.which("node")
-    if node is None:
-        raise JsClientError("`node` is not on PATH; the end-to-end client tests need Node >= 18")
-    return node
+# The name the other helpers import.
+_node_executable = node_executable
 
 
 def ensure_js_clients_installed() -> None:
@@ -65,6 +67,10 @@ def run_js(version: str, command: dict[str, Any], timeout: float = 60) -> dict[s
     if version not in JS_CLIENT_VERSIONS:
         raise ValueError(f"unknown client version {version!r}; expected {JS_CLIENT_VERSIONS}")
     ensure_js_clients_installed()
+    # None: the served driver is busy with another thread's command; run this one on its own.
+    served = None if one_shot_forced() else served_gql_driver(version).call(command, timeout)
+    if served is not None:
+        return served.result
     try:
         completed = subprocess.run(
             [_node_executable(), str(DRIVER_SCRIPT), "--version", version],
@@ -93,6 +99,12 @@ def run_js(version: str, command: dict[str, Any], timeout: float = 60) -> dict[s
             f"stderr:\n{completed.stderr}"
         ) from decode_error
     return result
+
+
+def served_gql_driver(version: str) -> ServedDriver:
+    """This process's served driver for client ``version`` (started by its first call)."""
+    argv = [_node_executable(), str(DRIVER_SCRIPT), "--version", version, "--serve"]
+    return served_driver(("gql", version), f"gql_client.cjs ({version})", argv, JS_ROOT)
 
 
 def _as_text(output: str | bytes | None) -> str:

@@ -3,6 +3,7 @@
 // so end-to-end tests exercise exactly what a browser would do.
 //
 // Usage: node gql_client.cjs --version 1.10.6 < command.json > result.json
+//        node gql_client.cjs --version 1.10.6 --serve   (one command per line; see serve.cjs)
 //
 // One JSON command on stdin, one JSON result on stdout. Everything the client library prints
 // (console.log / console.warn) is redirected to stderr so stdout stays parseable.
@@ -14,6 +15,7 @@
 const fs = require("node:fs");
 const path = require("node:path");
 const { performance } = require("node:perf_hooks");
+const served = require("./serve.cjs");
 
 // Keep stdout for the single JSON result: library chatter goes to stderr.
 for (const level of ["log", "info", "warn", "debug"]) {
@@ -150,9 +152,12 @@ function messagesToPlain(messages) {
 // The client turns HTTP failures into CopilotKit errors that lose the real status (401 ->
 // "UNKNOWN"/500), so the driver wraps the global fetch the client calls and records every
 // response's status and headers. Behaviour is unchanged: the same Response is passed through.
+// In serve mode the log is emptied before each command, and a finished command's leftover
+// fetches are not recorded (they would land in a later command's slice).
 const httpLog = [];
 const originalFetch = globalThis.fetch;
 globalThis.fetch = async (input, init) => {
+  if (served.isStale()) return originalFetch(input, init);
   const entry = { method: init?.method ?? "GET", url: String(input), status: null, headers: {} };
   httpLog.push(entry);
   try {
@@ -468,20 +473,34 @@ function readStdin() {
   });
 }
 
-async function main() {
-  const version = parseVersionArgument(process.argv.slice(2));
-  const { gql, installedVersion } = loadClientPackage(version);
-  const command = JSON.parse(await readStdin());
+// The result both modes answer with: the command's, with the client version in front.
+async function answerCommand({ gql, installedVersion }, command) {
   const result = await runCommand(gql, command);
-  const line = JSON.stringify({ clientVersion: installedVersion, ...result }) + "\n";
-  await new Promise((resolve) => process.stdout.write(line, resolve));
+  return { clientVersion: installedVersion, ...result };
 }
 
-main().then(
+async function main() {
+  const argv = process.argv.slice(2);
+  const version = parseVersionArgument(argv);
+  if (served.isServeMode(argv)) {
+    await served.serve({
+      load: () => loadClientPackage(version),
+      run: (client, command) => {
+        httpLog.length = 0;
+        return answerCommand(client, command);
+      },
+    });
+    return;
+  }
+  const client = loadClientPackage(version);
+  const command = JSON.parse(await readStdin());
+  const line = JSON.stringify(await answerCommand(client, command)) + "\n";
+  await new Promise((resolve) => process.stdout.write(line, resolve));
   // Open sockets (keep-alive) or telemetry timers must not keep the process alive.
-  () => process.exit(0),
-  (error) => {
-    process.stderr.write(`gql_client.cjs failed: ${error && error.stack ? error.stack : error}\n`);
-    process.exit(2);
-  },
-);
+  process.exit(0);
+}
+
+main().catch((error) => {
+  process.stderr.write(`gql_client.cjs failed: ${error && error.stack ? error.stack : error}\n`);
+  process.exit(2);
+});

@@ -4,6 +4,7 @@
 // falling back to the single-route envelope), then runs, connects and stops on the agent proxy.
 //
 // Usage: node agui_client.cjs < command.json > result.json
+//        node agui_client.cjs --serve   (one command per line; see ../serve.cjs)
 //
 // Command: {
 //   runtimeUrl, agentId = "default", threadId?, headers?, properties?, timeoutMs?,
@@ -27,6 +28,7 @@
 "use strict";
 
 const path = require("node:path");
+const served = require("../serve.cjs");
 
 for (const level of ["log", "info", "warn", "debug"]) {
   console[level] = (...args) => console.error(`[${level}]`, ...args);
@@ -42,47 +44,68 @@ async function readStdin() {
 }
 
 // The core only connects to its runtime in a browser; this is the part of `window` it reads.
-function installMinimalWindow(runtimeUrl) {
+// One object for the process, in place before the libraries load (phoenix keeps a reference
+// to `window` from its load); each command points its location at its own runtime's origin.
+globalThis.window = { location: { origin: "http://localhost", href: "http://localhost/chat" } };
+
+function pointWindowAt(runtimeUrl) {
   const origin = new URL(runtimeUrl).origin;
-  globalThis.window = { location: { origin, href: `${origin}/chat` } };
+  globalThis.window.location = { origin, href: `${origin}/chat` };
 }
 
-// Every exchange the core makes, with the raw bytes of each answer.
-function recordFetch() {
-  const exchanges = [];
-  const pending = [];
-  const realFetch = globalThis.fetch;
-  globalThis.fetch = async (input, init = {}) => {
-    const url = typeof input === "string" ? input : input.url;
-    const entry = {
-      method: (init.method || "GET").toUpperCase(),
-      url,
-      requestHeaders: Object.fromEntries(new Headers(init.headers || {}).entries()),
-      requestBody: typeof init.body === "string" ? safeJson(init.body) : null,
-    };
-    exchanges.push(entry);
-    try {
-      const response = await realFetch(input, init);
-      entry.status = response.status;
-      entry.contentType = response.headers.get("content-type");
-      pending.push(
-        response
-          .clone()
-          .text()
-          .then((text) => {
-            entry.responseText = text;
-          })
-          .catch((error) => {
-            entry.responseError = String(error);
-          }),
-      );
-      return response;
-    } catch (error) {
-      entry.fetchError = String(error);
-      throw error;
-    }
+// Every exchange the core makes, with the raw bytes of each answer, recorded into the running
+// command's recorder. One wrapper for the process, installed before the libraries load; a
+// finished command's leftover fetches (serve mode) are not recorded.
+let activeRecorder = null;
+const realFetch = globalThis.fetch;
+globalThis.fetch = async (input, init = {}) => {
+  const recorder = served.isStale() ? null : activeRecorder;
+  if (!recorder) return realFetch(input, init);
+  const url = typeof input === "string" ? input : input.url;
+  const entry = {
+    method: (init.method || "GET").toUpperCase(),
+    url,
+    requestHeaders: Object.fromEntries(new Headers(init.headers || {}).entries()),
+    requestBody: typeof init.body === "string" ? safeJson(init.body) : null,
   };
-  return { exchanges, settle: () => Promise.allSettled(pending) };
+  recorder.exchanges.push(entry);
+  try {
+    const response = await realFetch(input, init);
+    entry.status = response.status;
+    entry.contentType = response.headers.get("content-type");
+    recorder.pending.push(
+      response
+        .clone()
+        .text()
+        .then((text) => {
+          entry.responseText = text;
+        })
+        .catch((error) => {
+          entry.responseError = String(error);
+        }),
+    );
+    return response;
+  } catch (error) {
+    entry.fetchError = String(error);
+    throw error;
+  }
+};
+
+function startRecording() {
+  const recorder = { exchanges: [], pending: [] };
+  recorder.settle = () => Promise.allSettled(recorder.pending);
+  activeRecorder = recorder;
+  return recorder;
+}
+
+function stopRecording(recorder) {
+  if (activeRecorder === recorder) activeRecorder = null;
+}
+
+function loadLibraries() {
+  const { CopilotKitCore, ProxiedCopilotRuntimeAgent } = load("@copilotkit/core");
+  const { z } = load("zod");
+  return { CopilotKitCore, ProxiedCopilotRuntimeAgent, z };
 }
 
 function safeJson(text) {
@@ -168,13 +191,19 @@ async function runStep(core, agent, step, events, outcome) {
   throw new Error(`unknown op ${step.op}`);
 }
 
-async function main() {
-  const command = await readStdin();
+async function runCommand(libraries, command) {
+  pointWindowAt(command.runtimeUrl);
+  const recorder = startRecording();
+  try {
+    return await runRecorded(libraries, command, recorder);
+  } finally {
+    stopRecording(recorder);
+  }
+}
+
+async function runRecorded(libraries, command, recorder) {
+  const { CopilotKitCore, ProxiedCopilotRuntimeAgent, z } = libraries;
   const timeoutMs = command.timeoutMs ?? 15000;
-  installMinimalWindow(command.runtimeUrl);
-  const recorder = recordFetch();
-  const { CopilotKitCore, ProxiedCopilotRuntimeAgent } = load("@copilotkit/core");
-  const { z } = load("zod");
 
   const toolCalls = [];
   const errors = [];
@@ -234,13 +263,21 @@ async function main() {
   await sleep(50);
   await recorder.settle();
   result.http = recorder.exchanges;
-  process.stdout.write(JSON.stringify(result));
+  return result;
 }
 
-main().then(
-  () => process.exit(0),
-  (error) => {
-    console.error(error?.stack ?? String(error));
-    process.exit(1);
-  },
-);
+async function main() {
+  if (served.isServeMode()) {
+    await served.serve({ load: loadLibraries, run: runCommand });
+    return;
+  }
+  const command = await readStdin();
+  const result = await runCommand(loadLibraries(), command);
+  await new Promise((resolve) => process.stdout.write(JSON.stringify(result), resolve));
+  process.exit(0);
+}
+
+main().catch((error) => {
+  console.error(error?.stack ?? String(error));
+  process.exit(1);
+});
