@@ -6,12 +6,12 @@ a command times out or it dies.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -29,6 +29,7 @@ from tests.e2e.js_client import (
     served_gql_driver,
 )
 from tests.e2e.node_driver import ONE_SHOT_ENV, ServedDriver
+from tests.support.waiting import eventually
 from tests.support.workers import free_port
 
 if TYPE_CHECKING:
@@ -248,9 +249,7 @@ def test_a_process_that_died_between_commands_is_replaced_quietly() -> None:
     assert pid is not None
     os.kill(pid, 9)
     # Dead once reaped: a killed process's first thread is a zombie before the others are gone.
-    deadline = time.monotonic() + 5
-    while served().pid is not None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    asyncio.run(eventually(lambda: served().pid is None, what="the killed driver reaped", within=5))
 
     run(quick_command("gql"))
     assert served().pid not in (None, pid)
@@ -258,6 +257,8 @@ def test_a_process_that_died_between_commands_is_replaced_quietly() -> None:
 
 def test_a_call_while_the_driver_is_busy_runs_one_shot(one_shot_runs: list[list[str]]) -> None:
     request_arrived = threading.Event()
+    # The served driver stays busy on this request until the call made meanwhile has returned.
+    answer_now = threading.Event()
 
     class SlowHandler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
@@ -265,7 +266,7 @@ def test_a_call_while_the_driver_is_busy_runs_one_shot(one_shot_runs: list[list[
 
         def do_GET(self) -> None:
             request_arrived.set()
-            time.sleep(1.5)
+            answer_now.wait(30)
             self.send_response(200)
             self.send_header("Content-Length", "4")
             self.end_headers()
@@ -286,9 +287,11 @@ def test_a_call_while_the_driver_is_busy_runs_one_shot(one_shot_runs: list[list[
         assert request_arrived.wait(10)
 
         meanwhile = run_js(version, quick_command("gql"))
+        answer_now.set()
 
         busy.join(10)
     finally:
+        answer_now.set()
         slow_server.shutdown()
         slow_server.server_close()
     assert meanwhile["op"] == "raw" and meanwhile["status"] is None
