@@ -261,20 +261,15 @@ def _wait_until_healthy(served: ServedProcess, health_url: str, timeout: float) 
     )
 
 
-@pytest.fixture
-def served_process_factory(tmp_path: Path) -> Iterator[ServedProcessFactory]:
-    """Start server subprocesses and stop them all at teardown.
+class ServedProcesses:
+    """Server subprocesses started from one log folder, all stopped by ``stop_all``."""
 
-    ``served_process_factory(command, port=..., env=..., health_path="/healthz",
-    timeout=30.0, host="127.0.0.1")`` runs ``command`` from the repository root with exactly
-    ``env`` as its environment, waits until ``GET http://host:port<health_path>`` answers 200
-    (raising ``ServedProcessError`` with the process's stderr otherwise) and returns a
-    ``ServedProcess`` (``.url``, ``.process``, ``.stderr_text()``, ``.stdout_text()``).
-    """
-    started: list[ServedProcess] = []
-    log_dir = Path(tempfile.mkdtemp(prefix="served-", dir=tmp_path))
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.started: list[ServedProcess] = []
 
     def start(
+        self,
         command: Sequence[str],
         *,
         port: int,
@@ -283,9 +278,9 @@ def served_process_factory(tmp_path: Path) -> Iterator[ServedProcessFactory]:
         timeout: float = 30.0,
         host: str = "127.0.0.1",
     ) -> ServedProcess:
-        index = len(started)
-        stdout_path = log_dir / f"{index}.stdout.log"
-        stderr_path = log_dir / f"{index}.stderr.log"
+        index = len(self.started)
+        stdout_path = self.log_dir / f"{index}.stdout.log"
+        stderr_path = self.log_dir / f"{index}.stderr.log"
         with stdout_path.open("wb") as stdout, stderr_path.open("wb") as stderr:
             process = subprocess.Popen(
                 list(command),
@@ -302,18 +297,31 @@ def served_process_factory(tmp_path: Path) -> Iterator[ServedProcessFactory]:
             stdout_path=stdout_path,
             stderr_path=stderr_path,
         )
-        started.append(served)
+        self.started.append(served)
         _wait_until_healthy(served, f"{served.url}{health_path}", timeout)
         return served
 
-    yield start
-
-    for served in reversed(started):
-        served.stop()
+    def stop_all(self) -> None:
+        for served in reversed(self.started):
+            served.stop()
 
 
 @pytest.fixture
-def base_subprocess_env() -> dict[str, str]:
+def served_process_factory(tmp_path: Path) -> Iterator[ServedProcessFactory]:
+    """Start server subprocesses and stop them all at teardown.
+
+    ``served_process_factory(command, port=..., env=..., health_path="/healthz",
+    timeout=30.0, host="127.0.0.1")`` runs ``command`` from the repository root with exactly
+    ``env`` as its environment, waits until ``GET http://host:port<health_path>`` answers 200
+    (raising ``ServedProcessError`` with the process's stderr otherwise) and returns a
+    ``ServedProcess`` (``.url``, ``.process``, ``.stderr_text()``, ``.stdout_text()``).
+    """
+    processes = ServedProcesses(Path(tempfile.mkdtemp(prefix="served-", dir=tmp_path)))
+    yield processes.start
+    processes.stop_all()
+
+
+def subprocess_env() -> dict[str, str]:
     """The environment a served subprocess starts from: ours, minus REDIS_URL, unbuffered.
 
     Each test decides whether its server uses Redis (``TEST_REDIS_URL`` holds the throwaway one).
@@ -323,6 +331,12 @@ def base_subprocess_env() -> dict[str, str]:
     env.pop("REDIS_URL", None)
     env.pop(TURN_STORE_ENV, None)
     return env
+
+
+@pytest.fixture
+def base_subprocess_env() -> dict[str, str]:
+    """``subprocess_env()``, for a test to add to."""
+    return subprocess_env()
 
 
 # --- connections opened by in-process runs ------------------------------------------------------

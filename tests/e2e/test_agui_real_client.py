@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from benchmarks.fake_upstream import FakeUpstream
     from tests.conftest import ServedProcess
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.shared_server]
 
 SAY_HELLO = {
     "name": "sayHello",

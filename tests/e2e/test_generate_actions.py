@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from benchmarks.fake_upstream import FakeUpstream
     from tests.conftest import ServedProcess
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.shared_server]
 
 versions = pytest.mark.parametrize("version", JS_CLIENT_VERSIONS)
 
