@@ -20,10 +20,11 @@ SIGKILL after 5 s), before the test database is flushed.
 
 A module marked ``shared_server`` (``pytestmark``) gets one ``server`` for all its tests,
 started by the first and stopped when the module ends (started again if a test stopped it):
-about a second of CPU saved per test. Its tests still get ``transactional_db``, the tables
-emptied after each. Only for modules whose tests leave nothing in the server's memory that a
-later test could meet: each its own threads (no thread id reused between tests), no setting
-changed, no process signalled, no log read.
+about a second of CPU saved per test. Its own ``server`` fixtures can do the same with
+``shared_live_server_factory(env=...)``, one server per environment. Its tests still get
+``transactional_db``, the tables emptied after each. Only for modules whose tests leave
+nothing in the server's memory that a later test could meet: each its own threads (no thread
+id reused between tests), no setting changed, no process signalled, no log read.
 """
 
 from __future__ import annotations
@@ -132,29 +133,43 @@ def live_server(live_server_factory: LiveServerFactory) -> LiveServer:
 
 
 @pytest.fixture
+def shared_live_server_factory(
+    transactional_db: None,
+    _module_servers: tuple[ServedProcesses, dict[tuple[tuple[str, str], ...], LiveServer]],
+) -> LiveServerFactory:
+    """``live_server_factory`` for a ``shared_server`` module: one server per environment for
+    the whole module (started again if a test stopped it)."""
+    from tests.conftest import subprocess_env
+    from tests.support.workers import free_port
+
+    processes, servers = _module_servers
+
+    def start(env: Mapping[str, str] | None = None) -> LiveServer:
+        wanted = {**(env or {}), "DATABASE_URL": current_database_url()}
+        # By what the test asks for: the rest of os.environ varies by test (PYTEST_CURRENT_TEST).
+        key = tuple(sorted(wanted.items()))
+        shared = servers.get(key)
+        if shared is None or shared.process.poll() is not None:
+            full_env = {**subprocess_env(), **wanted}
+            shared = servers[key] = start_uvicorn(processes.start, free_port(), full_env)
+        return shared
+
+    return start
+
+
+@pytest.fixture
 def server(
     request: pytest.FixtureRequest, transactional_db: None, fake_upstream: FakeUpstream
 ) -> LiveServer:
     """The site served on the session's fake upstream (``server_env``), as most modules here
     drive it; a module whose server needs more defines a ``server`` of its own. One for the
     whole module when it is marked ``shared_server`` (the module's doc above)."""
-    from tests.conftest import subprocess_env
     from tests.support.generate_e2e import server_env
-    from tests.support.workers import free_port
 
-    env = server_env(fake_upstream.base_url)
-    if request.node.get_closest_marker("shared_server") is None:
-        live_server_factory: LiveServerFactory = request.getfixturevalue("live_server_factory")
-        return live_server_factory(env=env)
-    processes, servers = request.getfixturevalue("_module_servers")
-    env["DATABASE_URL"] = current_database_url()
-    # By what the test asks for: the rest of os.environ varies by test (PYTEST_CURRENT_TEST).
-    key = tuple(sorted(env.items()))
-    shared = servers.get(key)
-    if shared is None or shared.process.poll() is not None:
-        full_env = {**subprocess_env(), **env}
-        shared = servers[key] = start_uvicorn(processes.start, free_port(), full_env)
-    return shared
+    shared = request.node.get_closest_marker("shared_server") is not None
+    factory = "shared_live_server_factory" if shared else "live_server_factory"
+    start: LiveServerFactory = request.getfixturevalue(factory)
+    return start(env=server_env(fake_upstream.base_url))
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from benchmarks.fake_upstream import FakeUpstream
     from tests.conftest import ServedProcess
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.shared_server]
 
 AGENTS = {
     "counter": {"kind": "python", "class": "agents.examples.CounterAgent"},
@@ -28,8 +28,8 @@ AGENTS = {
 
 
 @pytest.fixture
-def server(live_server_factory: Any, fake_upstream: FakeUpstream) -> ServedProcess:
-    return live_server_factory(
+def server(shared_live_server_factory: Any, fake_upstream: FakeUpstream) -> ServedProcess:
+    return shared_live_server_factory(
         env=server_env(fake_upstream.base_url, COPILOT_RUNTIME_AGENTS=json.dumps(AGENTS))
     )
 

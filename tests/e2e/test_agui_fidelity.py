@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from benchmarks.fake_upstream import FakeUpstream
     from tests.conftest import ServedProcess
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.shared_server]
 
 AGENTS = {"drafter": {"kind": "python", "class": "tests.support.python_agents.DraftingAgent"}}
 TS_BUILT_IN_CAPABILITIES = {
@@ -34,8 +34,8 @@ TS_BUILT_IN_CAPABILITIES = {
 
 
 @pytest.fixture
-def server(live_server_factory: Any, fake_upstream: FakeUpstream) -> ServedProcess:
-    return live_server_factory(
+def server(shared_live_server_factory: Any, fake_upstream: FakeUpstream) -> ServedProcess:
+    return shared_live_server_factory(
         env=server_env(fake_upstream.base_url, COPILOT_RUNTIME_AGENTS=json.dumps(AGENTS))
     )
 

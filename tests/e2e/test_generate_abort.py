@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from benchmarks.fake_upstream import FakeUpstream
     from tests.conftest import ServedProcess
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.shared_server]
 
 versions = pytest.mark.parametrize("version", JS_CLIENT_VERSIONS)
 
@@ -42,8 +42,8 @@ UPSTREAM_CLOSE_TIMEOUT_S = 5.0
 
 
 @pytest.fixture
-def server(live_server_factory: Any, fake_upstream: FakeUpstream) -> ServedProcess:
-    served = live_server_factory(env=server_env(fake_upstream.base_url))
+def server(shared_live_server_factory: Any, fake_upstream: FakeUpstream) -> ServedProcess:
+    served = shared_live_server_factory(env=server_env(fake_upstream.base_url))
     # Aborts after a fixed time must land after the first part, not in a cold start.
     warm_up(served.url, fake_upstream, version=JS_CLIENT_VERSIONS[0])
     return served

@@ -24,7 +24,9 @@ pytestmark = pytest.mark.e2e
 
 CONVERSATIONS = 4
 WORDS = 12
-TOKEN_DELAY_MS = 60  # ~0.7 s per reply
+# ~1.9 s per reply: the window in which all four must be in progress at once has to outlast
+# the skew between their starts on a loaded two-core machine (0.7 s did not, once in a run).
+TOKEN_DELAY_MS = 150
 SLOW_TOKEN_DELAY_MS = 200  # ~2.6 s: told to stop mid-reply
 
 
