@@ -437,4 +437,5 @@ def turn_request_from_run_input(
         properties=dict(props),
         frontend_url=frontend_url,
         history=run_input.history,
+        state_tools=True,
     )

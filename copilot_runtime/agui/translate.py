@@ -32,7 +32,7 @@ from copilot_runtime.events import (
     TextStart,
     result_message_id,
 )
-from copilot_runtime.events.state_patch import patch_between
+from copilot_runtime.events.state_patch import JsonPatchError, apply_patch, patch_between
 
 RUN_STARTED = "RUN_STARTED"
 RUN_FINISHED = "RUN_FINISHED"
@@ -196,7 +196,7 @@ class Translator:
                 }
             ]
         if kind is AgentStateSnapshot:
-            return self._state(event.state)
+            return self._state(event.state, delta=event.delta, replaced=event.replaced)
         if kind is MetaEvent:
             return [{"type": CUSTOM, "name": event.name, "value": event.value}]
         if kind is GenerationEnd:
@@ -234,12 +234,17 @@ class Translator:
             return self.finish()
         return []
 
-    def _state(self, state: dict[str, Any]) -> list[dict[str, Any]]:
+    def _state(
+        self, state: dict[str, Any], *, delta: list[dict[str, Any]] | None, replaced: bool
+    ) -> list[dict[str, Any]]:
         if not self.state_deltas:
             return [{"type": STATE_SNAPSHOT, "snapshot": state}]
         held, self.client_state = self.client_state, state
-        if held is None:
+        if held is None or replaced:
             return [{"type": STATE_SNAPSHOT, "snapshot": state}]
+        if delta is not None and _patched(held, delta) == state:
+            # The agent's own patch, as it sent it, when it takes the client's state there.
+            return [{"type": STATE_DELTA, "delta": delta}]
         delta = patch_between(held, state)
         if not delta:
             return []  # the client already holds this state
@@ -391,3 +396,10 @@ def compact_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         entry.flush(out, {"type": TOOL_CALL_ARGS, "toolCallId": call_id, "delta": ""})
     flush_state()
     return out
+
+
+def _patched(document: dict[str, Any], delta: list[dict[str, Any]]) -> Any:
+    try:
+        return apply_patch(document, delta)
+    except JsonPatchError:
+        return None

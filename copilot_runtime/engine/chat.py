@@ -39,6 +39,13 @@ from copilot_runtime.engine.breakers import (
 )
 from copilot_runtime.engine.loop_policy import LoopPolicy, LoopTurn, loop_policy_for, open_todos
 from copilot_runtime.engine.model_messages import model_messages, offered_tools
+from copilot_runtime.engine.state_tools import (
+    STATE_TOOL_DEFINITIONS,
+    STATE_TOOL_NAMES,
+    run_state_tool,
+    state_tools_enabled,
+    with_state_prompt,
+)
 from copilot_runtime.engine.todos import UPDATE_TODOS_NAME
 from copilot_runtime.events import (
     ActionArgs,
@@ -101,6 +108,9 @@ class ChatTurn:
     # Awaited before any server action executes (guardrails in parallel mode: it raises when
     # the message is denied, so no action of a denied message ever runs).
     before_server_action: Callable[[], Awaitable[None]] | None = None
+    # Offer AGUISendStateSnapshot / AGUISendStateDelta and show the state in the system prompt
+    # (engine/state_tools.py): v2 turns of agents that do not turn them off.
+    state_tools: bool = False
 
     async def events(self) -> AsyncIterator[Event]:
         policy = self.policy or LoopPolicy(max_iterations=self.max_iterations)
@@ -108,7 +118,13 @@ class ChatTurn:
         state = dict(self.request.state)
         request = self.request
         conversation = model_messages(request.messages, request.context, request.history)
-        tools = offered_tools(self.request.actions, actions)
+        if self.state_tools:
+            conversation = with_state_prompt(conversation=conversation, state=state)
+            # After the client's tools, as TS merges them; the state tools win a name clash.
+            frontend = [a for a in request.actions if a.name not in STATE_TOOL_NAMES]
+            tools = [*offered_tools(frontend, actions), *STATE_TOOL_DEFINITIONS]
+        else:
+            tools = offered_tools(self.request.actions, actions)
         forwarded = self.request.forwarded
         model = forwarded.model or self.adapter.default_model
 
@@ -126,7 +142,7 @@ class ChatTurn:
                 max_tokens=forwarded.max_tokens,
                 stop=forwarded.stop,
                 temperature=forwarded.temperature,
-                tool_choice=_tool_choice(self.request) if tools else None,
+                tool_choice=self._tool_choice(tools),
             )
             calls: list[_PendingCall] = []
             text_parts: list[str] = []
@@ -170,7 +186,15 @@ class ChatTurn:
 
             conversation = [*conversation, _assistant_message(text_parts, calls)]
             returned_to_client = False
+            state_updated = 0
             for call in calls:
+                if self.state_tools and call.name in STATE_TOOL_NAMES:
+                    state_events = self._state_tool(call, conversation, state)
+                    last = state_events[-1]
+                    state_updated += isinstance(last, ActionResult) and not last.is_error
+                    for event in state_events:
+                        yield event
+                    continue
                 action = actions.get(call.name)
                 if action is None or action.needs_approval:
                     # A frontend action, or one the user must approve first: the client gets
@@ -179,7 +203,9 @@ class ChatTurn:
                     continue
                 async for event in self._execute(action, call, conversation, state):
                     yield event
-            if returned_to_client:
+            if returned_to_client or state_updated == len(calls):
+                # A step that only updated the state ends the turn, as TS's built-in agent
+                # (one model step by default) does; a failed update goes back to the model.
                 return
             if iteration >= policy.max_iterations:
                 message = (
@@ -227,6 +253,43 @@ class ChatTurn:
             action_execution_id=call.id, action_name=call.name, result=result, is_error=is_error
         )
         conversation.append({"role": "tool", "tool_call_id": call.id, "content": result})
+
+    def _tool_choice(self, tools: list[dict[str, Any]]) -> str | dict[str, Any] | None:
+        if not tools:
+            return None
+        chosen = _tool_choice(self.request)
+        # TS's AI SDK sends "auto" when nothing is chosen, and it always has the state tools.
+        return chosen or ("auto" if self.state_tools else None)
+
+    def _state_tool(
+        self, call: _PendingCall, conversation: list[dict[str, Any]], state: dict[str, Any]
+    ) -> list[Event]:
+        """Apply a state tool call: the new state (STATE_SNAPSHOT / STATE_DELTA), then the
+        result last, in TS's order. A failed update changes nothing and tells the model why."""
+        outcome = run_state_tool(name=call.name, arguments=call.arguments_text, state=state)
+        events: list[Event] = []
+        if outcome.state is not None:
+            state.clear()
+            state.update(outcome.state)
+            events.append(
+                AgentStateSnapshot(
+                    thread_id=self.request.thread_id or "",
+                    agent_name=self.request.agent_name,
+                    state=dict(state),
+                    delta=outcome.delta,
+                    replaced=outcome.delta is None,
+                )
+            )
+        events.append(
+            ActionResult(
+                action_execution_id=call.id,
+                action_name=call.name,
+                result=outcome.result,
+                is_error=outcome.is_error,
+            )
+        )
+        conversation.append({"role": "tool", "tool_call_id": call.id, "content": outcome.result})
+        return events
 
     @staticmethod
     def _update_todos(arguments: str, state: dict[str, Any]) -> tuple[str, bool]:
@@ -362,6 +425,7 @@ def configured_chat_turn(
             threshold=int(runtime_setting("EMPTY_TOOL_CALL_LIMIT"))
         ),
         before_server_action=before_server_action,
+        state_tools=request.state_tools and state_tools_enabled(agent_name=request.agent_name),
     )
 
 

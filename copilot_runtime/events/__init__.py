@@ -89,6 +89,11 @@ class AgentStateSnapshot(Event):
     active: bool = True
     running: bool = True
     role: str = "assistant"
+    # Set when the state came from a JSON Patch (the state tools' AGUISendStateDelta): v2 sends
+    # this patch as its STATE_DELTA, as TypeScript does. ``replaced``: the state was replaced
+    # whole (AGUISendStateSnapshot), sent as a STATE_SNAPSHOT whatever would be smaller.
+    delta: list[dict[str, Any]] | None = None
+    replaced: bool = False
 
 
 @dataclass(slots=True)

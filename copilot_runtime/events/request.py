@@ -85,6 +85,9 @@ class TurnRequest:
     cloud: dict[str, Any] | None = None
     # The client's X-CopilotCloud-Public-API-Key header (guardrails may use Copilot Cloud).
     cloud_public_api_key: str = ""
+    # Offer the model the shared state tools (engine/state_tools.py): v2 (AG-UI) turns only,
+    # as the TypeScript runtime's built-in agent has them and its v1 GraphQL runtime does not.
+    state_tools: bool = False
     # The agent's state when the turn starts: the latest persisted snapshot, overridden by
     # the state the client sent for this agent.
     state: dict[str, Any] = field(default_factory=dict)
