@@ -13,6 +13,7 @@ kind this runtime speaks accepts them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,9 @@ from copilot_runtime.events.request import InputMessage
 MEDIA_PARTS = ("image", "audio", "video", "document", "binary")
 DOCUMENT_TYPES = ("application/pdf", "text/plain")
 _URL_SCHEMES = ("https://", "http://")
+# Standard base64 (what every model API takes); it never holds "://", which keeps a stored
+# payload telling its address from its data.
+_BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 # The media type column holds 32 characters.
 _MAX_MEDIA_TYPE = 32
 
@@ -100,7 +104,7 @@ def media_part(*, part: dict[str, Any], index: int) -> MediaPart | str:
             # Models fetch PDFs and images by address, not text files: the runtime would
             # have to download it, and fetching arbitrary addresses from the server is unsafe.
             return "A text document must be sent as data, not by url"
-    elif "://" in value or value.startswith("data:"):
+    elif not _BASE64.fullmatch(value):
         return "A data source's value must be base64 (without a data: prefix)"
     else:
         limit = int(runtime_setting("MAX_MEDIA_PART_BYTES"))

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from conversations.models import Message, MessageKind
+from copilot_runtime.events.media_parts import agui_media_part
 
 _TEXT_ROLES = frozenset({"user", "assistant", "system", "developer"})
 
@@ -62,24 +63,15 @@ def agui_messages(rows: Iterable[Message]) -> list[dict[str, Any]]:
                 }
             )
         elif row.kind in (MessageKind.IMAGE, MessageKind.DOCUMENT):
-            out.append({"id": row.message_id, "role": "user", "content": [_media_part(row)]})
+            part = agui_media_part(
+                kind=row.kind,
+                media_format=row.image_format,
+                payload=row.image_bytes,
+                filename=row.content,
+            )
+            out.append({"id": row.message_id, "role": "user", "content": [part]})
         # Agent-state rows are the frontend's copy of an agent's state: not a message.
     return out
-
-
-def _media_part(row: Message) -> dict[str, Any]:
-    """A stored image or document as the content part it came in (an address holds ``://``,
-    base64 never does; a document row's ``image_format`` is its full media type)."""
-    is_image = row.kind == MessageKind.IMAGE
-    media_type = f"image/{row.image_format or 'jpeg'}" if is_image else row.image_format
-    part: dict[str, Any] = {"type": "image" if is_image else "document"}
-    if "://" in row.image_bytes:
-        part["source"] = {"type": "url", "value": row.image_bytes, "mimeType": media_type}
-    else:
-        part["source"] = {"type": "data", "value": row.image_bytes, "mimeType": media_type}
-    if not is_image:
-        part["metadata"] = {"filename": row.content}
-    return part
 
 
 def thread_endpoint_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -9,9 +9,12 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
+from agents.agui_client.run_input import agui_messages as forwarded_messages
+from conversations.models import Message
 from copilot_runtime.adapters.anthropic_adapter import messages_request
 from copilot_runtime.adapters.base import ModelRequest
 from copilot_runtime.adapters.openai_adapter import with_text_documents_inlined
+from copilot_runtime.agui.messages import agui_messages as replayed_messages
 from copilot_runtime.agui.run_input import (
     InvalidRunInput,
     input_messages_from_agui,
@@ -91,6 +94,8 @@ def test_url_images_pdfs_and_text_documents_become_rows() -> None:
         ({"type": "document", **source("url", "https://x.test/a.txt", "text/plain")}, "as data"),
         ({"type": "image", **source("url", "file:///etc/passwd", "image/png")}, "http(s)"),
         ({"type": "image", **source("data", "AAAA")}, "mimeType"),
+        ({"type": "image", **source("data", "data:image/png;base64,AAAA", "image/png")}, "base64"),
+        ({"type": "image", **source("data", "https://x.test/a.png", "image/png")}, "base64"),
         ({"type": "sticker", "id": "s1"}, "Invalid discriminator"),
     ],
 )
@@ -189,3 +194,37 @@ def test_model_requests_for_each_part_kind_and_model_kind() -> None:
 def test_messages_without_parts_are_sent_as_they_are() -> None:
     messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]
     assert with_text_documents_inlined(messages) is messages
+
+
+def test_stored_rows_come_back_as_the_parts_they_came_in_as() -> None:
+    """The v2 client's replay of a thread (stored rows) and the history an AG-UI agent is
+    forwarded (the turn's rows) give back URL images and documents as they were sent."""
+    sent = [
+        {"type": "image", **source("url", PNG_URL, "image/png")},
+        {"type": "image", **source("data", "iVBORw0K", "image/png")},
+        {
+            "type": "document",
+            **source("data", PDF, "application/pdf"),
+            "metadata": {"filename": "r.pdf"},
+        },
+        {
+            "type": "document",
+            **source("url", PDF_URL, "application/pdf"),
+            "metadata": {"filename": "document-4.pdf"},
+        },
+    ]
+    rows = rows_for(*sent)[1:]
+    forwarded = [message["content"][0] for message in forwarded_messages(rows)]
+    stored = [
+        Message(
+            message_id=row.id,
+            kind=row.kind,
+            role="user",
+            content=row.content,
+            image_format=row.image_format,
+            image_bytes=row.image_bytes,
+        )
+        for row in rows
+    ]
+    replayed = [message["content"][0] for message in replayed_messages(stored)]
+    assert forwarded == replayed == sent
