@@ -113,6 +113,7 @@ class MessageKind(models.TextChoices):
     RESULT = "result", "Result"
     AGENT_STATE = "agent_state", "Agent state"
     IMAGE = "image", "Image"
+    DOCUMENT = "document", "Document"
 
 
 class MessageRole(models.TextChoices):

@@ -39,6 +39,11 @@ DEFAULTS: dict[str, Any] = {
     "CORS_LOOPBACK_IN_DEBUG": True,
     # Requests larger than this are refused with 413.
     "MAX_BODY_BYTES": 10 * 1024 * 1024,
+    # Images and documents in v2 user messages (copilot_runtime/agui/media.py), decoded bytes:
+    # per part (5 MiB, the largest image Anthropic takes), and per request for the new turn's
+    # parts only (the re-sent history is not counted again). 0: no bound.
+    "MAX_MEDIA_PART_BYTES": 5 * 1024 * 1024,
+    "MAX_MEDIA_REQUEST_BYTES": 7 * 1024 * 1024,
     # Websockets (copilot_runtime/ws/limits.py). One that sends no connection_init within
     # this long is closed with 4408 (clients send it as soon as the socket opens).
     "WEBSOCKET_INIT_TIMEOUT_SECONDS": 5.0,

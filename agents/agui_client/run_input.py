@@ -19,6 +19,7 @@ import orjson
 from agents.interrupts import InterruptAnswer
 from agents.remote.runner import agent_config, offered_actions
 from copilot_runtime.engine.actions import ServerAction
+from copilot_runtime.events.media_parts import agui_media_part
 from copilot_runtime.events.request import InputMessage, TurnRequest
 
 _ROLES = frozenset({"user", "assistant", "system", "developer"})
@@ -59,23 +60,14 @@ def agui_messages(messages: list[InputMessage]) -> list[dict[str, Any]]:
                     "toolCallId": message.action_execution_id,
                 }
             )
-        elif message.kind == "image":
-            out.append(
-                {
-                    "id": message.id,
-                    "role": "user",
-                    "content": [
-                        {
-                            "type": "image",
-                            "source": {
-                                "type": "data",
-                                "value": message.image_bytes,
-                                "mimeType": f"image/{message.image_format or 'png'}",
-                            },
-                        }
-                    ],
-                }
+        elif message.kind in ("image", "document"):
+            part = agui_media_part(
+                kind=message.kind,
+                media_format=message.image_format,
+                payload=message.image_bytes,
+                filename=message.content,
             )
+            out.append({"id": message.id, "role": "user", "content": [part]})
     return out
 
 

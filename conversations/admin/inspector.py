@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from math import ceil
 from typing import Any
 
-from django.db.models import Count, Max, Min, Q, QuerySet
+from django.db.models import Case, Count, F, Max, Min, Q, QuerySet, TextField, Value, When
 
 from conversations.admin.rendering import (
     cost_text,
@@ -259,7 +259,22 @@ class Transcript:
 
 
 def _messages(thread: Thread, query: str) -> QuerySet[Message]:
-    messages = Message.objects.filter(thread=thread).defer("image_bytes")
+    # A payload's address (an image or PDF sent by url) is shown; base64 stays in the database
+    # and reaches the page through the media view (conversations/admin/media.py).
+    messages = (
+        Message.objects.filter(thread=thread)
+        .defer("image_bytes")
+        .annotate(
+            media_url=Case(
+                When(
+                    Q(image_bytes__startswith="https://") | Q(image_bytes__startswith="http://"),
+                    then=F("image_bytes"),
+                ),
+                default=Value(""),
+                output_field=TextField(),
+            )
+        )
+    )
     if query:
         messages = messages.filter(
             Q(content__icontains=query)

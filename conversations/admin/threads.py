@@ -16,6 +16,7 @@ from django.views.decorators.http import require_POST
 from conversations.admin.export import thread_export_chunks
 from conversations.admin.filters import ThreadErrorCodeFilter
 from conversations.admin.inspector import thread_page
+from conversations.admin.media import THUMBNAIL_FORMATS, thread_image_response
 from conversations.admin.operations import thread_clear_interrupt, thread_has_pending_interrupt
 from conversations.models import Thread
 from conversations.selectors import agent_state_latest
@@ -95,6 +96,11 @@ class ThreadAdmin(admin.ModelAdmin):
                 name="conversations_thread_inspect",
             ),
             path(
+                "<path:object_id>/image/<int:message_pk>/",
+                view(self.image_view),
+                name="conversations_thread_image",
+            ),
+            path(
                 "<path:object_id>/export/",
                 view(self.export_view),
                 name="conversations_thread_export",
@@ -146,8 +152,15 @@ class ThreadAdmin(admin.ModelAdmin):
             "has_pending_interrupt": thread_has_pending_interrupt(thread),
             "query": request.GET.get("q", ""),
             "selected_run_id": data.trace.run.run.pk if data.trace else "",
+            "thumbnail_formats": THUMBNAIL_FORMATS,
         }
         return TemplateResponse(request, INSPECT_TEMPLATE, context)
+
+    def image_view(self, request: HttpRequest, object_id: str, message_pk: int) -> HttpResponse:
+        thread = self._viewable_thread(request, object_id)
+        if not _can(request, "view_message"):
+            raise PermissionDenied
+        return thread_image_response(thread=thread, message_pk=message_pk)
 
     def export_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         thread = self._viewable_thread(request, object_id)

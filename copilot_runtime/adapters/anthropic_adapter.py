@@ -13,6 +13,7 @@ parses.
 
 from __future__ import annotations
 
+import base64
 import os
 from collections.abc import AsyncIterator
 from typing import Any
@@ -49,6 +50,25 @@ def _text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
+def _document_block(file: dict[str, Any]) -> dict[str, Any]:
+    """A ``file`` part (model_messages.media_content) as a document block titled with its
+    file name: a PDF as base64 or by address (Anthropic fetches it), a text file as text."""
+    data = str(file.get("file_data") or "")
+    head, _, payload = data.partition(",")
+    if head == "data:text/plain;base64":
+        text = base64.b64decode(payload).decode("utf-8", errors="replace")
+        source = {"type": "text", "media_type": "text/plain", "data": text}
+    elif head.startswith("data:"):
+        media_type = head[len("data:") :].split(";", 1)[0]
+        source = {"type": "base64", "media_type": media_type, "data": payload}
+    else:
+        source = {"type": "url", "url": data}
+    block: dict[str, Any] = {"type": "document", "source": source}
+    if file.get("filename"):
+        block["title"] = file["filename"]
+    return block
+
+
 def _user_blocks(content: Any) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
@@ -72,6 +92,8 @@ def _user_blocks(content: Any) -> list[dict[str, Any]]:
             elif url.startswith(("https://", "http://")):
                 # Anthropic fetches a linked image itself.
                 blocks.append({"type": "image", "source": {"type": "url", "url": url}})
+        elif part.get("type") == "file":
+            blocks.append(_document_block(part.get("file") or {}))
     return blocks
 
 

@@ -9,6 +9,7 @@ variables it reads.
 
 from __future__ import annotations
 
+import base64
 import os
 from collections.abc import AsyncIterator, Callable
 from itertools import repeat
@@ -62,12 +63,43 @@ def with_instruction_role(messages: list[dict[str, Any]], role: str) -> list[dic
     ]
 
 
+def _inlined_text(part: Any) -> Any:
+    """A text document (a ``file`` part holding ``text/plain`` data) as a text part: chat
+    completions take files as PDFs only, so its text is given with its file name."""
+    if not isinstance(part, dict) or part.get("type") != "file":
+        return part
+    file = part.get("file") or {}
+    head, _, data = str(file.get("file_data") or "").partition(",")
+    if head != "data:text/plain;base64":
+        return part
+    text = base64.b64decode(data).decode("utf-8", errors="replace")
+    return {"type": "text", "text": f"File {file.get('filename') or 'document.txt'}:\n{text}"}
+
+
+def with_text_documents_inlined(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with text documents inlined; the list is copied only if one has parts."""
+    # Whether any message has parts, checked in C (this runs over the whole history).
+    try:
+        if list not in set(map(type, map(dict.get, messages, repeat("content")))):
+            return messages
+    except TypeError:  # a message that is not a dict: left as it is
+        return messages
+    return [
+        {**message, "content": [_inlined_text(part) for part in message["content"]]}
+        if type(message.get("content")) is list
+        else message
+        for message in messages
+    ]
+
+
 def _request_body(
     request: ModelRequest, default_model: str, instruction_role: str
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": request.model or default_model,
-        "messages": with_instruction_role(request.messages, instruction_role),
+        "messages": with_text_documents_inlined(
+            with_instruction_role(request.messages, instruction_role)
+        ),
         "stream": True,
         "stream_options": {"include_usage": True},
     }

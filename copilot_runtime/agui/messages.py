@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from conversations.models import Message, MessageKind
+from copilot_runtime.events.media_parts import agui_media_part
 
 _TEXT_ROLES = frozenset({"user", "assistant", "system", "developer"})
 
@@ -61,23 +62,14 @@ def agui_messages(rows: Iterable[Message]) -> list[dict[str, Any]]:
                     "toolCallId": row.action_execution_id,
                 }
             )
-        elif row.kind == MessageKind.IMAGE:
-            out.append(
-                {
-                    "id": row.message_id,
-                    "role": "user",
-                    "content": [
-                        {
-                            "type": "image",
-                            "source": {
-                                "type": "data",
-                                "value": row.image_bytes,
-                                "mimeType": f"image/{row.image_format}",
-                            },
-                        }
-                    ],
-                }
+        elif row.kind in (MessageKind.IMAGE, MessageKind.DOCUMENT):
+            part = agui_media_part(
+                kind=row.kind,
+                media_format=row.image_format,
+                payload=row.image_bytes,
+                filename=row.content,
             )
+            out.append({"id": row.message_id, "role": "user", "content": [part]})
         # Agent-state rows are the frontend's copy of an agent's state: not a message.
     return out
 

@@ -16,6 +16,8 @@ from typing import Any
 
 import orjson
 
+from copilot_runtime.agui.media import MEDIA_PARTS, media_part, media_rows, new_turn_media_bytes
+from copilot_runtime.conf import runtime_setting
 from copilot_runtime.events.request import (
     ForwardedParameters,
     FrontendAction,
@@ -30,7 +32,7 @@ MAX_THREAD_ID_LENGTH = 255
 
 _MESSAGE_ROLES = ("developer", "system", "assistant", "user", "tool", "activity", "reasoning")
 _TEXT_PART = "text"
-_IMAGE_PART = "image"
+_PART_TYPES = (_TEXT_PART, *MEDIA_PARTS)
 
 
 @dataclass(frozen=True)
@@ -123,14 +125,27 @@ class _Checker:
         elif role == "user" and not isinstance(content, str):
             for part_index, part in enumerate(self.array(content, (*path, "content"))):
                 part_path = (*path, "content", part_index)
-                if self.record(part, part_path) is not None and not isinstance(
-                    part.get("type"), str
-                ):
-                    self.fail((*part_path, "type"), "Required")
+                if self.record(part, part_path) is not None:
+                    self.content_part(part, part_path, part_index)
         if role == "tool":
             self.string(message.get("toolCallId"), (*path, "toolCallId"))
         elif role == "activity":
             self.string(message.get("activityType"), (*path, "activityType"))
+
+    def content_part(self, part: dict[str, Any], path: tuple[str | int, ...], index: int) -> None:
+        part_type = part.get("type")
+        if not isinstance(part_type, str):
+            self.fail((*path, "type"), "Required")
+        elif part_type not in _PART_TYPES:
+            self.fail((*path, "type"), f"Invalid discriminator value. Expected {_PART_TYPES}")
+        elif part_type == _TEXT_PART:
+            self.string(part.get("text"), (*path, "text"))
+        else:
+            # Refused here, before anything is stored or sent: a part no model takes would
+            # otherwise be dropped without a word.
+            taken = media_part(part=part, index=index)
+            if isinstance(taken, str):
+                self.fail(path, f"{part_type} part: {taken}")
 
     def tool_call(self, raw: Any, path: tuple[str | int, ...]) -> None:
         call = self.record(raw, path)
@@ -179,6 +194,14 @@ def run_input_parse(raw: Any, history: KnownHistory | None = None) -> RunInput:
     own_rows += [_checked_rows(checker, messages[i], i) for i in range(stop, len(messages))]
     if history is not None and not checker.issues:
         history.keep_each(_CHECKED, messages, own_rows, start, stop)
+    media_limit = int(runtime_setting("MAX_MEDIA_REQUEST_BYTES"))
+    media_bytes = new_turn_media_bytes(messages=messages)
+    if media_limit and media_bytes > media_limit:
+        checker.fail(
+            ("messages",),
+            f"The new messages' images and documents are {media_bytes} bytes, over the "
+            f"{media_limit}-byte limit per request",
+        )
     tools = checker.array(body.get("tools"), ("tools",))
     for index, tool in enumerate(tools):
         if checker.record(tool, ("tools", index)) is not None:
@@ -242,30 +265,13 @@ def _arguments(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"_value": value}
 
 
-def _image_format(mime_type: str) -> str:
-    return mime_type.split("/", 1)[1] if "/" in mime_type else mime_type
-
-
 def _user_inputs(message: dict[str, Any]) -> list[InputMessage]:
     content = message["content"]
     if isinstance(content, str):
         return [InputMessage(id=message["id"], kind="text", role="user", content=content)]
     texts = [part.get("text") or "" for part in content if part.get("type") == _TEXT_PART]
     inputs = [InputMessage(id=message["id"], kind="text", role="user", content="\n".join(texts))]
-    for index, part in enumerate(content):
-        source = part.get("source") or {}
-        if part.get("type") == _IMAGE_PART and source.get("type") == "data":
-            inputs.append(
-                InputMessage(
-                    id=f"{message['id']}-image-{index}",
-                    kind="image",
-                    role="user",
-                    image_format=_image_format(str(source.get("mimeType") or "")),
-                    image_bytes=str(source.get("value") or ""),
-                    parent_message_id=message["id"],
-                )
-            )
-    return inputs
+    return inputs + media_rows(message=message)
 
 
 # Roles whose rows depend on the message alone (a tool result also needs its call's name).

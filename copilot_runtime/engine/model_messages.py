@@ -119,22 +119,23 @@ class _Fold:
                 return
             entries.append({"role": "tool", "tool_call_id": call_id, "content": message.result})
             self.answered[call_id] = len(entries) - 1
-        elif message.kind == "image":
-            entries.append(
-                {
-                    "role": message.role or "user",
-                    "content": [
-                        {
-                            "type": "image_url",
-                            "image_url": {
-                                "url": f"data:image/{message.image_format};base64,"
-                                f"{message.image_bytes}"
-                            },
-                        }
-                    ],
-                }
-            )
+        elif message.kind in ("image", "document"):
+            entries.append({"role": message.role or "user", "content": [media_content(message)]})
         # Agent state messages are the frontend's view of an agent; the model never sees them.
+
+
+def media_content(message: InputMessage) -> dict[str, Any]:
+    """An image or document row as an OpenAI chat content part. A stored payload holding
+    ``://`` is an address (base64 never does). Documents are ``file`` parts whatever their
+    type: each adapter sends them as its model takes them (a text file inlined as text for
+    OpenAI-compatible models, a text document block for Anthropic)."""
+    payload = message.image_bytes
+    is_url = "://" in payload
+    if message.kind == "image":
+        url = payload if is_url else f"data:image/{message.image_format or 'jpeg'};base64,{payload}"
+        return {"type": "image_url", "image_url": {"url": url}}
+    data = payload if is_url else f"data:{message.image_format};base64,{payload}"
+    return {"type": "file", "file": {"filename": message.content, "file_data": data}}
 
 
 def model_messages(

@@ -24,7 +24,7 @@ class BadTurnRequest(CopilotKitError):
 @dataclass(slots=True)
 class InputMessage:
     id: str
-    kind: str  # text, action_execution, result, agent_state, image
+    kind: str  # text, action_execution, result, agent_state, image, document
     created_at: dt.datetime | None = None
     role: str = ""
     content: str = ""
