@@ -27,6 +27,13 @@ class TextChunk:
 
 
 @dataclass(slots=True)
+class ReasoningChunk:
+    """A piece of the model's reasoning, streamed before the answer it leads to."""
+
+    delta: str
+
+
+@dataclass(slots=True)
 class ToolCallChunk:
     index: int
     id: str | None
@@ -47,7 +54,7 @@ class UsageChunk:
     reasoning_tokens: int = 0
 
 
-ModelChunk = TextChunk | ToolCallChunk | FinishChunk | UsageChunk
+ModelChunk = TextChunk | ReasoningChunk | ToolCallChunk | FinishChunk | UsageChunk
 
 
 def joined(chunks: list[ModelChunk]) -> list[ModelChunk]:
@@ -66,7 +73,7 @@ def joined(chunks: list[ModelChunk]) -> list[ModelChunk]:
     parts: list[str] = []
     for chunk in chunks:
         last = out[-1] if out else None
-        if type(chunk) is TextChunk and type(last) is TextChunk:
+        if type(chunk) in (TextChunk, ReasoningChunk) and type(last) is type(chunk):
             parts.append(chunk.delta)
             continue
         if (
@@ -144,7 +151,7 @@ async def chunks_per_read(
 
 
 def _is_delta(chunk: ModelChunk) -> bool:
-    return type(chunk) is TextChunk or (
+    return type(chunk) in (TextChunk, ReasoningChunk) or (
         type(chunk) is ToolCallChunk and bool(chunk.arguments_delta)
     )
 
@@ -156,6 +163,8 @@ def _close(out: list[ModelChunk], parts: list[str]) -> None:
     last = out[-1]
     if type(last) is TextChunk:
         out[-1] = TextChunk(last.delta + "".join(parts))
+    elif type(last) is ReasoningChunk:
+        out[-1] = ReasoningChunk(last.delta + "".join(parts))
     elif type(last) is ToolCallChunk:
         out[-1] = ToolCallChunk(
             index=last.index,

@@ -22,6 +22,7 @@ from copilot_runtime.adapters.base import (
     FinishChunk,
     ModelChunk,
     ModelRequest,
+    ReasoningChunk,
     TextChunk,
     ToolCallChunk,
     UpstreamError,
@@ -164,6 +165,9 @@ def _assembled(
 class _TypedDelta(msgspec.Struct, gc=False):
     content: str | None = None
     tool_calls: Any = None
+    # Reasoning rides in the same delta on vLLM and DeepSeek: such a delta is not plain text.
+    reasoning_content: Any = None
+    reasoning: Any = None
 
 
 class _TypedChoice(msgspec.Struct, gc=False):
@@ -201,7 +205,13 @@ def _typed_text(chunk: _TypedChunk) -> str | None:
         return None
     choice = choices[0]
     delta = choice.delta
-    if delta is None or choice.finish_reason or delta.tool_calls:
+    if (
+        delta is None
+        or choice.finish_reason
+        or delta.tool_calls
+        or delta.reasoning_content
+        or delta.reasoning
+    ):
         return None
     return delta.content
 
@@ -218,7 +228,12 @@ def _plain_text(payload: Any) -> str | None:
     if type(choice) is not dict or choice.get("finish_reason"):
         return None
     delta = choice.get("delta")
-    if type(delta) is not dict or delta.get("tool_calls"):
+    if (
+        type(delta) is not dict
+        or delta.get("tool_calls")
+        or delta.get("reasoning_content")
+        or delta.get("reasoning")
+    ):
         return None
     content = delta.get("content")
     return content if type(content) is str else None
@@ -243,6 +258,11 @@ def _chunks_of(payload: Any) -> list[ModelChunk]:
         )
     for choice in payload.get("choices") or ():
         delta = choice.get("delta") or {}
+        # vLLM and DeepSeek name it ``reasoning_content``, others (OpenRouter, newer vLLM)
+        # ``reasoning``; a server sends one of them, read in that order as the AI SDK does.
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if reasoning:
+            chunks.append(ReasoningChunk(_text(reasoning, "a reasoning delta")))
         content = delta.get("content")
         if content:
             chunks.append(TextChunk(_text(content, "a text delta")))

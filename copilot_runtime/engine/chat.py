@@ -18,6 +18,7 @@ from copilot_runtime.adapters.base import (
     FinishChunk,
     ModelAdapter,
     ModelRequest,
+    ReasoningChunk,
     TextChunk,
     ToolCallChunk,
     UpstreamError,
@@ -50,6 +51,9 @@ from copilot_runtime.events import (
     GenerationEnd,
     GenerationStart,
     LimitTrip,
+    ReasoningDelta,
+    ReasoningEnd,
+    ReasoningStart,
     RunError,
     TextDelta,
     TextEnd,
@@ -270,18 +274,36 @@ class ChatTurn:
         yield GenerationStart(model=model, parameters=_parameters(model_request))
         message_id = new_message_id()
         text_open = False
+        text_used = False  # a text message was opened: text after reasoning starts a new one
+        reasoning_id: str | None = None  # the reasoning block open, if any
         by_index: dict[int, _PendingCall] = {}
         finish_reason: str | None = None
         usage = UsageChunk()
         try:
             async for chunk in self.adapter.stream(model_request):
-                if type(chunk) is TextChunk:
+                kind = type(chunk)
+                if kind is ReasoningChunk:
+                    if reasoning_id is None:
+                        if text_open:
+                            text_open = False
+                            yield TextEnd(message_id=message_id)
+                        reasoning_id = new_message_id()
+                        yield ReasoningStart(message_id=reasoning_id)
+                    yield ReasoningDelta(message_id=reasoning_id, delta=chunk.delta)
+                    continue
+                if reasoning_id is not None and kind is not UsageChunk:
+                    # Closed by whatever follows it, as the TypeScript runtime closes it.
+                    yield ReasoningEnd(message_id=reasoning_id)
+                    reasoning_id = None
+                if kind is TextChunk:
                     if not text_open:
-                        text_open = True
+                        if text_used:
+                            message_id = new_message_id()
+                        text_open = text_used = True
                         yield TextStart(message_id=message_id)
                     text_parts.append(chunk.delta)
                     yield TextDelta(message_id=message_id, delta=chunk.delta)
-                elif type(chunk) is ToolCallChunk:
+                elif kind is ToolCallChunk:
                     call = by_index.get(chunk.index)
                     if call is None:
                         if text_open:
@@ -298,14 +320,18 @@ class ChatTurn:
                     if chunk.arguments_delta:
                         call.arguments.append(chunk.arguments_delta)
                         yield ActionArgs(action_execution_id=call.id, delta=chunk.arguments_delta)
-                elif type(chunk) is FinishChunk:
+                elif kind is FinishChunk:
                     finish_reason = chunk.reason
-                elif type(chunk) is UsageChunk:
+                elif kind is UsageChunk:
                     usage = chunk
         except UpstreamError as error:
+            if reasoning_id is not None:
+                yield ReasoningEnd(message_id=reasoning_id)
             yield GenerationEnd(model=model, finish_reason="error", provider=self.adapter.provider)
             yield RunError(message=error.message, code=error.code, details=error.details())
             raise _TurnFailed from error
+        if reasoning_id is not None:
+            yield ReasoningEnd(message_id=reasoning_id)
         if text_open:
             yield TextEnd(message_id=message_id)
         for call in calls:
