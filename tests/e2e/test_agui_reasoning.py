@@ -1,0 +1,92 @@
+"""A model's reasoning through the real v2 client (OpenAI-compatible path): streamed as the
+REASONING_* events the TypeScript runtime 1.75 sends, closed before the answer, kept by the
+client as a ``reasoning`` message that is not sent back to the model, and rebuilt by a new
+client's ``connect``."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from tests.e2e.agui_client import run_agui, step_types
+from tests.support.generate_e2e import server_env
+
+if TYPE_CHECKING:
+    from benchmarks.fake_upstream import FakeUpstream
+    from tests.conftest import ServedProcess
+
+pytestmark = [pytest.mark.e2e, pytest.mark.shared_server]
+
+REASONING = "The user greets me, so I greet back."
+
+
+@pytest.fixture
+def server(shared_live_server_factory: Any, fake_upstream: FakeUpstream) -> ServedProcess:
+    return shared_live_server_factory(env=server_env(fake_upstream.base_url))
+
+
+def _command(server: ServedProcess, thread_id: str, *steps: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "runtimeUrl": f"{server.url}/api/copilotkit",
+        "agentId": "default",
+        "threadId": thread_id,
+        "steps": list(steps),
+    }
+
+
+def _run(content: str, message_id: str) -> dict[str, Any]:
+    return {"op": "run", "message": {"id": message_id, "content": content}}
+
+
+def _fake(directive: dict[str, Any]) -> str:
+    return "FAKE: " + json.dumps(directive)
+
+
+def test_reasoning_streams_before_the_answer_stays_out_of_the_model_and_is_replayed(
+    server: ServedProcess, fake_upstream: FakeUpstream
+) -> None:
+    thread_id = f"reasoning-{uuid.uuid4()}"
+    result = run_agui(
+        _command(
+            server,
+            thread_id,
+            _run(_fake({"reasoning": REASONING, "text": "Hello!"}), "u1"),
+            _run(_fake({"text": "Again."}), "u2"),
+        )
+    )
+
+    assert result["errors"] == []
+    first, second = result["steps"]
+    types = [kind for kind in step_types(first) if kind != "REASONING_MESSAGE_CONTENT"]
+    assert types == [
+        "RUN_STARTED",
+        "REASONING_START",
+        "REASONING_MESSAGE_START",
+        "REASONING_MESSAGE_END",
+        "REASONING_END",
+        "TEXT_MESSAGE_START",
+        *(["TEXT_MESSAGE_CONTENT"] * types.count("TEXT_MESSAGE_CONTENT")),
+        "TEXT_MESSAGE_END",
+        "RUN_FINISHED",
+    ]
+    [reasoning] = [m for m in result["messages"] if m["role"] == "reasoning"]
+    assert reasoning["content"] == REASONING
+    assert [m["content"] for m in result["messages"] if m["role"] == "assistant"] == [
+        "Hello!",
+        "Again.",
+    ]
+    # The client sent its reasoning message back with the second run: the model never sees it.
+    assert step_types(second)[-1] == "RUN_FINISHED"
+    sent = fake_upstream.requests()[-1]["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    assert sent[1]["content"] == "Hello!"
+
+    replayed = run_agui(_command(server, thread_id, {"op": "connect"}))
+    assert replayed["errors"] == []
+    [again] = [m for m in replayed["messages"] if m["role"] == "reasoning"]
+    assert again == reasoning
+    order = [m["role"] for m in replayed["messages"]]
+    assert order == ["user", "reasoning", "assistant", "user", "assistant"]
