@@ -31,6 +31,7 @@ _DIRECTIVE_KEYS = frozenset(
         "usage",
         "reasoning",
         "reasoning_field",
+        "redacted_thinking",
     }
 )
 # The delta fields servers stream reasoning in (vLLM and DeepSeek, others).
@@ -76,6 +77,7 @@ class Directive:
     usage: Mapping[str, Any] | None = None
     reasoning: str | None = None
     reasoning_field: str = REASONING_FIELDS[0]
+    redacted_thinking: str | None = None
 
 
 def parse_directive(raw: object) -> Directive:
@@ -127,6 +129,7 @@ def select_step(directive: Directive, *, assistant_turns: int) -> Directive:
         usage=directive.usage,
         reasoning=directive.reasoning,
         reasoning_field=directive.reasoning_field,
+        redacted_thinking=directive.redacted_thinking,
     )
 
 
@@ -180,6 +183,7 @@ def _parse(raw: object, *, allow_steps: bool, where: str) -> Directive:
         usage=dict(usage) if usage is not None else None,
         reasoning=_optional(fields, "reasoning", str, where=where),
         reasoning_field=reasoning_field,
+        redacted_thinking=_optional(fields, "redacted_thinking", str, where=where),
     )
 
 

@@ -41,6 +41,7 @@ class ReplyPlan:
     hang_before_headers: bool = False
     reasoning_tokens: tuple[str, ...] = ()
     reasoning_field: str = "reasoning_content"
+    redacted_thinking: str | None = None  # the Messages API only
 
     @property
     def finish_reason(self) -> str:
@@ -101,6 +102,7 @@ def build_plan(
         hang_before_headers=active.hang_before_headers,
         reasoning_tokens=split_words(active.reasoning) if active.reasoning else (),
         reasoning_field=active.reasoning_field,
+        redacted_thinking=active.redacted_thinking,
     )
 
 

@@ -34,6 +34,16 @@ class ReasoningChunk:
 
 
 @dataclass(slots=True)
+class ReasoningSealChunk:
+    """The end of a reasoning block, with what replays it to the provider: Anthropic's
+    ``signature`` of a thinking block, or a ``redacted_thinking`` block's ``redacted`` data
+    (a block of its own, with no text)."""
+
+    signature: str = ""
+    redacted: str = ""
+
+
+@dataclass(slots=True)
 class ToolCallChunk:
     index: int
     id: str | None
@@ -54,7 +64,9 @@ class UsageChunk:
     reasoning_tokens: int = 0
 
 
-ModelChunk = TextChunk | ReasoningChunk | ToolCallChunk | FinishChunk | UsageChunk
+ModelChunk = (
+    TextChunk | ReasoningChunk | ReasoningSealChunk | ToolCallChunk | FinishChunk | UsageChunk
+)
 
 
 def joined(chunks: list[ModelChunk]) -> list[ModelChunk]:

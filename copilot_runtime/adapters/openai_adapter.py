@@ -31,6 +31,7 @@ from copilot_runtime.adapters.base import (
     joined,
 )
 from copilot_runtime.adapters.sse_transport import SseTransport, upstream_stream_errors
+from copilot_runtime.events.reasoning import THINKING_BLOCKS
 
 _DATA_PREFIX = b"data: "
 _DONE = b"[DONE]"
@@ -63,12 +64,31 @@ def with_instruction_role(messages: list[dict[str, Any]], role: str) -> list[dic
     ]
 
 
+def without_thinking(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` without Anthropic's thinking blocks (a thread that changed models): the
+    chat completions API refuses a message field it does not know. Copied only if one has."""
+    # Checked in C (``map`` over ``dict.__contains__``), as the roles are in
+    # ``with_instruction_role``: this runs over the whole history before every request.
+    try:
+        carried = any(map(dict.__contains__, messages, repeat(THINKING_BLOCKS)))
+    except TypeError:  # a message that is not a dict
+        return messages
+    if not carried:
+        return messages
+    return [
+        {key: value for key, value in message.items() if key != THINKING_BLOCKS}
+        if THINKING_BLOCKS in message
+        else message
+        for message in messages
+    ]
+
+
 def _request_body(
     request: ModelRequest, default_model: str, instruction_role: str
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": request.model or default_model,
-        "messages": with_instruction_role(request.messages, instruction_role),
+        "messages": with_instruction_role(without_thinking(request.messages), instruction_role),
         "stream": True,
         "stream_options": {"include_usage": True},
     }

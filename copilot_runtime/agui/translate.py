@@ -55,6 +55,7 @@ REASONING_MESSAGE_START = "REASONING_MESSAGE_START"
 REASONING_MESSAGE_CONTENT = "REASONING_MESSAGE_CONTENT"
 REASONING_MESSAGE_END = "REASONING_MESSAGE_END"
 REASONING_END = "REASONING_END"
+REASONING_ENCRYPTED_VALUE = "REASONING_ENCRYPTED_VALUE"
 
 # The roles TEXT_MESSAGE_START accepts (``TextMessageRoleSchema``).
 _TEXT_ROLES = frozenset({"developer", "system", "assistant", "user"})
@@ -192,7 +193,17 @@ class Translator:
         if kind is ReasoningEnd:
             if self.open_reasoning.pop(event.message_id, None) is None:
                 return []
-            return _reasoning_closers(event.message_id)
+            closers = _reasoning_closers(event.message_id)
+            if event.encrypted_value:
+                # Set on the client's reasoning message, which it sends back with the history.
+                sealed = {
+                    "type": REASONING_ENCRYPTED_VALUE,
+                    "subtype": "message",
+                    "entityId": event.message_id,
+                    "encryptedValue": event.encrypted_value,
+                }
+                return [sealed, *closers]
+            return closers
         if kind is TextStart:
             if event.message_id in self.open_text:
                 return []

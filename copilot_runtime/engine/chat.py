@@ -19,6 +19,7 @@ from copilot_runtime.adapters.base import (
     ModelAdapter,
     ModelRequest,
     ReasoningChunk,
+    ReasoningSealChunk,
     TextChunk,
     ToolCallChunk,
     UpstreamError,
@@ -59,6 +60,7 @@ from copilot_runtime.events import (
     TextEnd,
     TextStart,
 )
+from copilot_runtime.events.reasoning import THINKING_BLOCKS, sealed_value, thinking_block
 from copilot_runtime.events.request import TurnRequest
 
 MAX_ITERATIONS_CODE = "MAX_ITERATIONS_REACHED"
@@ -134,7 +136,8 @@ class ChatTurn:
             )
             calls: list[_PendingCall] = []
             text_parts: list[str] = []
-            async for event in self._generation(model_request, model, calls, text_parts):
+            thinking: list[dict[str, Any]] = []
+            async for event in self._generation(model_request, model, calls, text_parts, thinking):
                 yield event
 
             if self.empty_calls_breaker.observe([call.arguments_text for call in calls]):
@@ -172,7 +175,7 @@ class ChatTurn:
                 ]
                 continue
 
-            conversation = [*conversation, _assistant_message(text_parts, calls)]
+            conversation = [*conversation, _assistant_message(text_parts, calls, thinking)]
             returned_to_client = False
             for call in calls:
                 action = actions.get(call.name)
@@ -269,13 +272,16 @@ class ChatTurn:
         model: str,
         calls: list[_PendingCall],
         text_parts: list[str],
+        thinking: list[dict[str, Any]],
     ) -> AsyncIterator[Event]:
-        """One model call as events; fills ``calls`` and ``text_parts``."""
+        """One model call as events; fills ``calls``, ``text_parts`` and ``thinking`` (the
+        signed thinking blocks, which the provider wants back with the calls' results)."""
         yield GenerationStart(model=model, parameters=_parameters(model_request))
         message_id = new_message_id()
         text_open = False
         text_used = False  # a text message was opened: text after reasoning starts a new one
         reasoning_id: str | None = None  # the reasoning block open, if any
+        reasoning_parts: list[str] = []
         by_index: dict[int, _PendingCall] = {}
         finish_reason: str | None = None
         usage = UsageChunk()
@@ -289,12 +295,29 @@ class ChatTurn:
                             yield TextEnd(message_id=message_id)
                         reasoning_id = new_message_id()
                         yield ReasoningStart(message_id=reasoning_id)
+                    reasoning_parts.append(chunk.delta)
                     yield ReasoningDelta(message_id=reasoning_id, delta=chunk.delta)
+                    continue
+                if kind is ReasoningSealChunk:
+                    if reasoning_id is None:  # a redacted block: no text came before its seal
+                        if text_open:
+                            text_open = False
+                            yield TextEnd(message_id=message_id)
+                        reasoning_id = new_message_id()
+                        yield ReasoningStart(message_id=reasoning_id)
+                    sealed = sealed_value(signature=chunk.signature, redacted=chunk.redacted)
+                    block = thinking_block(content="".join(reasoning_parts), encrypted_value=sealed)
+                    if block is not None:
+                        thinking.append(block)
+                    yield ReasoningEnd(message_id=reasoning_id, encrypted_value=sealed)
+                    reasoning_id = None
+                    reasoning_parts = []
                     continue
                 if reasoning_id is not None and kind is not UsageChunk:
                     # Closed by whatever follows it, as the TypeScript runtime closes it.
                     yield ReasoningEnd(message_id=reasoning_id)
                     reasoning_id = None
+                    reasoning_parts = []
                 if kind is TextChunk:
                     if not text_open:
                         if text_used:
@@ -400,8 +423,10 @@ async def chat_turn_events(turn: ChatTurn) -> AsyncIterator[Event]:
         return
 
 
-def _assistant_message(text_parts: list[str], calls: list[_PendingCall]) -> dict[str, Any]:
-    return {
+def _assistant_message(
+    text_parts: list[str], calls: list[_PendingCall], thinking: list[dict[str, Any]]
+) -> dict[str, Any]:
+    message: dict[str, Any] = {
         "role": "assistant",
         "content": "".join(text_parts) or None,
         "tool_calls": [
@@ -413,6 +438,9 @@ def _assistant_message(text_parts: list[str], calls: list[_PendingCall]) -> dict
             for call in calls
         ],
     }
+    if thinking:
+        message[THINKING_BLOCKS] = thinking
+    return message
 
 
 async def _injected_message(text: str, role: str) -> AsyncIterator[Event]:

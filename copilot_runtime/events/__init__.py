@@ -69,6 +69,8 @@ class ReasoningEnd(Event):
 
     type: ClassVar[str] = "reasoning_end"
     message_id: str
+    # What replays the block to its provider (events/reasoning.py), "" for none.
+    encrypted_value: str = ""
 
 
 @dataclass(slots=True)

@@ -1,5 +1,6 @@
-"""The fake upstream's ``reasoning`` directive on the chat completions stream, read by the real
-``openai`` client (which keeps fields it does not know in each delta's ``model_extra``)."""
+"""The fake upstream's ``reasoning`` directive: on the chat completions stream, read by the real
+``openai`` client (which keeps fields it does not know in each delta's ``model_extra``), and as
+extended thinking on the Messages API, read by the ``anthropic`` SDK."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import anthropic
 import pytest
 from openai import AsyncOpenAI
 
 from benchmarks.fake_upstream import DirectiveError, FakeUpstream
+from benchmarks.fake_upstream.thinking import signature_of
 
 
 @pytest.fixture(scope="module")
@@ -60,3 +63,67 @@ def test_an_unknown_reasoning_field_is_rejected(running_fake: FakeUpstream) -> N
         running_fake.script({"reasoning": "x", "reasoning_field": "thoughts"})
     with pytest.raises(DirectiveError, match="reasoning must be a str"):
         running_fake.script({"reasoning": 3})
+
+
+# --- the Messages API: extended thinking, read by the official ``anthropic`` SDK -------------
+
+
+def _anthropic(fake: FakeUpstream) -> anthropic.AsyncAnthropic:
+    return anthropic.AsyncAnthropic(
+        api_key="t", base_url=fake.base_url.removesuffix("/v1"), max_retries=0
+    )
+
+
+THINKING_ON = {"type": "enabled", "budget_tokens": 1024}
+
+
+async def test_a_thinking_request_gets_a_signed_thinking_block_then_a_redacted_one(
+    running_fake: FakeUpstream,
+) -> None:
+    running_fake.reset()
+    running_fake.script({"reasoning": "Greet back.", "redacted_thinking": "ENC", "text": "Hi"})
+    async with _anthropic(running_fake).messages.stream(
+        model="claude-test",
+        max_tokens=2048,
+        thinking=THINKING_ON,
+        messages=[{"role": "user", "content": "Hello"}],
+    ) as stream:
+        final = await stream.get_final_message()
+
+    thinking, redacted, text = final.content
+    assert (thinking.type, thinking.thinking) == ("thinking", "Greet back.")
+    assert thinking.signature == signature_of("Greet back.")
+    assert (redacted.type, redacted.data) == ("redacted_thinking", "ENC")
+    assert (text.type, text.text) == ("text", "Hi")
+
+
+async def test_without_thinking_enabled_no_thinking_block_is_sent(
+    running_fake: FakeUpstream,
+) -> None:
+    running_fake.reset()
+    running_fake.script({"reasoning": "Greet back.", "text": "Hi"})
+    async with _anthropic(running_fake).messages.stream(
+        model="claude-test", max_tokens=64, messages=[{"role": "user", "content": "Hello"}]
+    ) as stream:
+        final = await stream.get_final_message()
+    assert [block.type for block in final.content] == ["text"]
+
+
+async def test_a_thinking_block_sent_back_changed_is_refused(running_fake: FakeUpstream) -> None:
+    running_fake.reset()
+    changed = {"type": "thinking", "thinking": "Other.", "signature": signature_of("Greet.")}
+    history = [
+        {"role": "user", "content": "Hello"},
+        {"role": "assistant", "content": [changed, {"type": "text", "text": "Hi"}]},
+        {"role": "user", "content": "Again"},
+    ]
+    with pytest.raises(anthropic.BadRequestError, match="Invalid `signature`"):
+        await _anthropic(running_fake).messages.create(
+            model="claude-test", max_tokens=2048, thinking=THINKING_ON, messages=history
+        )
+    kept = {**changed, "thinking": "Greet."}
+    history[1]["content"][0] = kept
+    reply = await _anthropic(running_fake).messages.create(
+        model="claude-test", max_tokens=2048, thinking=THINKING_ON, messages=history
+    )
+    assert reply.content[-1].type == "text"

@@ -90,3 +90,54 @@ def test_reasoning_streams_before_the_answer_stays_out_of_the_model_and_is_repla
     assert again == reasoning
     order = [m["role"] for m in replayed["messages"]]
     assert order == ["user", "reasoning", "assistant", "user", "assistant"]
+
+
+@pytest.fixture
+def anthropic_server(shared_live_server_factory: Any, fake_upstream: FakeUpstream) -> ServedProcess:
+    adapter = {
+        "kind": "anthropic",
+        "api_key": "test",
+        "base_url": fake_upstream.base_url.removesuffix("/v1"),
+        "max_retries": 0,
+        "max_tokens": 2048,
+        "thinking_budget": 1024,
+    }
+    return shared_live_server_factory(
+        env=server_env(fake_upstream.base_url, COPILOT_RUNTIME_ADAPTER=json.dumps(adapter))
+    )
+
+
+def test_anthropic_signed_thinking_reaches_the_client_and_goes_back_with_the_next_run(
+    anthropic_server: ServedProcess, fake_upstream: FakeUpstream
+) -> None:
+    thread_id = f"thinking-{uuid.uuid4()}"
+    result = run_agui(
+        _command(
+            anthropic_server,
+            thread_id,
+            _run(_fake({"reasoning": REASONING, "redacted_thinking": "ENC", "text": "Hi!"}), "u1"),
+            _run(_fake({"text": "Again."}), "u2"),
+        )
+    )
+
+    assert result["errors"] == []
+    first, second = result["steps"]
+    assert step_types(first).count("REASONING_ENCRYPTED_VALUE") == 2
+    thought, redacted = [m for m in result["messages"] if m["role"] == "reasoning"]
+    assert thought["content"] == REASONING and thought["encryptedValue"]
+    assert redacted["content"] == "" and redacted["encryptedValue"]
+    # The fake refuses a thinking block whose signature does not match its text (400).
+    assert step_types(second)[-1] == "RUN_FINISHED"
+    sent = fake_upstream.requests()[-1]
+    assert sent["thinking"]["type"] == "enabled"
+    assistant = next(m for m in sent["messages"] if m["role"] == "assistant")
+    assert [block["type"] for block in assistant["content"]] == [
+        "thinking",
+        "redacted_thinking",
+        "text",
+    ]
+    assert assistant["content"][0]["thinking"] == REASONING
+    assert assistant["content"][1]["data"] == "ENC"
+
+    replayed = run_agui(_command(anthropic_server, thread_id, {"op": "connect"}))
+    assert [m for m in replayed["messages"] if m["role"] == "reasoning"] == [thought, redacted]
