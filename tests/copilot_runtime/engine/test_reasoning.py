@@ -26,6 +26,7 @@ from copilot_runtime.events import (
     TextStart,
 )
 from copilot_runtime.graphql.turn_input import parse_generate_input
+from tests.copilot_runtime.tracing.test_deriver import derive
 
 SAY_HELLO = {
     "name": "sayHello",
@@ -184,3 +185,13 @@ def test_an_open_reasoning_message_is_closed_before_the_runs_end_and_reopened_on
     ]
     out = translator.error(message="boom", code="X")
     assert [e["type"] for e in out] == ["REASONING_MESSAGE_END", "REASONING_END", "RUN_ERROR"]
+
+
+async def test_a_turns_reasoning_is_a_span_of_its_model_call_with_its_text(fake_upstream) -> None:
+    events = await _run(fake_upstream, {"reasoning": "Add them up.", "text": "4"})
+    spans = derive([*events, RunFinished()], capture_content=True)
+
+    [key] = [key for key in spans if key.startswith("reasoning:")]
+    assert spans[key].parent == "generation:1"
+    assert spans[key].output == {"text": "Add them up."}
+    assert spans[key].is_complete
