@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from tests.e2e.agui_client import run_agui, step_types
-from tests.support.generate_e2e import server_env
+from tests.e2e.js_client import JS_CLIENT_VERSIONS, run_js
+from tests.support.generate_e2e import generate_command, generate_data, server_env, text_input
 
 if TYPE_CHECKING:
     from benchmarks.fake_upstream import FakeUpstream
@@ -141,3 +142,24 @@ def test_anthropic_signed_thinking_reaches_the_client_and_goes_back_with_the_nex
 
     replayed = run_agui(_command(anthropic_server, thread_id, {"op": "connect"}))
     assert [m for m in replayed["messages"] if m["role"] == "reasoning"] == [thought, redacted]
+
+
+@pytest.mark.parametrize("version", JS_CLIENT_VERSIONS)
+def test_a_v1_client_gets_the_answer_alone(
+    server: ServedProcess, fake_upstream: FakeUpstream, version: str
+) -> None:
+    fake_upstream.script({"reasoning": REASONING, "text": "Hello!"})
+    data = generate_data(
+        thread_id=f"reasoning-v1-{uuid.uuid4()}", messages=[text_input("u1", "Hi")]
+    )
+    result = run_js(version, generate_command(server.url, data))
+
+    assert result["errors"] == []
+    final = result["final"]
+    assert final["status"]["code"] == "Success"
+    [message] = final["messages"]
+    assert message["__typename"] == "TextMessageOutput"
+    assert "".join(message["content"]) == "Hello!"
+    (converted,) = result["messages"]
+    assert (converted["type"], converted["content"]) == ("TextMessage", "Hello!")
+    assert REASONING not in json.dumps(result)
