@@ -56,6 +56,11 @@ Directive fields (all optional; unknown fields are rejected):
 - `"delay_ms"`: delay before each token (overrides the server default `token_delay_ms`); a
   non-streamed reply waits delay x tokens.
 - `"usage"`: fields merged over the computed usage (`total_tokens` is recomputed unless given).
+- `"reasoning": "<text>"` -> streamed first, word by word, as reasoning deltas (the
+  `"reasoning_field"`: `"reasoning_content"` (the default, as vLLM and DeepSeek send it) or
+  `"reasoning"`), then the answer. On the Messages API, when the request enables thinking:
+  a signed `thinking` block (thinking.py), and `"redacted_thinking": "<data>"` adds a
+  `redacted_thinking` block after it.
 - `"steps"`: `[<directive>, ...]` with optional `"repeat_last": true` -> for tool loops. The step
   used is the number of assistant messages after the last user message (0 for the first model
   call of a turn, 1 after one tool round, ...). Other fields next to `steps` are shared by every

@@ -29,8 +29,13 @@ _DIRECTIVE_KEYS = frozenset(
         "steps",
         "repeat_last",
         "usage",
+        "reasoning",
+        "reasoning_field",
+        "redacted_thinking",
     }
 )
+# The delta fields servers stream reasoning in (vLLM and DeepSeek, others).
+REASONING_FIELDS = ("reasoning_content", "reasoning")
 _TOOL_CALL_KEYS = frozenset({"name", "arguments", "id", "fragments"})
 _ERROR_KEYS = frozenset({"status", "message", "retry_after", "type", "code"})
 _STEP_ONLY_KEYS = ("steps", "repeat_last")
@@ -70,6 +75,9 @@ class Directive:
     steps: tuple[Directive, ...] = ()
     repeat_last: bool = False
     usage: Mapping[str, Any] | None = None
+    reasoning: str | None = None
+    reasoning_field: str = REASONING_FIELDS[0]
+    redacted_thinking: str | None = None
 
 
 def parse_directive(raw: object) -> Directive:
@@ -119,6 +127,9 @@ def select_step(directive: Directive, *, assistant_turns: int) -> Directive:
         hang_before_headers=directive.hang_before_headers,
         delay_ms=directive.delay_ms,
         usage=directive.usage,
+        reasoning=directive.reasoning,
+        reasoning_field=directive.reasoning_field,
+        redacted_thinking=directive.redacted_thinking,
     )
 
 
@@ -150,6 +161,11 @@ def _parse(raw: object, *, allow_steps: bool, where: str) -> Directive:
     usage = fields.get("usage")
     if usage is not None and not isinstance(usage, Mapping):
         raise DirectiveError(f"{where}: usage must be an object")
+    reasoning_field = fields.get("reasoning_field", REASONING_FIELDS[0])
+    if reasoning_field not in REASONING_FIELDS:
+        raise DirectiveError(
+            f"{where}: reasoning_field must be one of {', '.join(REASONING_FIELDS)}"
+        )
     return Directive(
         text=_optional(fields, "text", str, where=where),
         tokens=_optional_count(fields, "tokens", where=where),
@@ -165,6 +181,9 @@ def _parse(raw: object, *, allow_steps: bool, where: str) -> Directive:
         steps=steps,
         repeat_last=_flag(fields, "repeat_last", where=where),
         usage=dict(usage) if usage is not None else None,
+        reasoning=_optional(fields, "reasoning", str, where=where),
+        reasoning_field=reasoning_field,
+        redacted_thinking=_optional(fields, "redacted_thinking", str, where=where),
     )
 
 

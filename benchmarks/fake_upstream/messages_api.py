@@ -8,7 +8,7 @@ planned as for chat completions, and written as Anthropic writes it: ``message_s
 ``message_stop``; or a whole ``message``; or ``{"type": "error", "error": {...}}`` with the
 directive's status. Usage: input = prompt words (a directive's ``usage`` may set
 ``input_tokens``, ``output_tokens``, ``cache_read_input_tokens``,
-``cache_creation_input_tokens``), output = token-bearing deltas.
+``cache_creation_input_tokens``), output = token-bearing deltas. Extended thinking: thinking.py.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from benchmarks.fake_upstream.responder import (
     _flush,
     _wait_for_client_close,
 )
+from benchmarks.fake_upstream.thinking import streamed_blocks, thinking_blocks
 
 MESSAGES_PATH = "/messages"
 _ERROR_TYPES = {
@@ -87,7 +88,7 @@ def _event(kind: str, payload: dict[str, Any]) -> bytes:
 
 
 def stream_events(
-    plan: ReplyPlan, stop: Stop, *, message_id: str, model: str
+    plan: ReplyPlan, stop: Stop, *, message_id: str, model: str, thinking: bool = False
 ) -> list[tuple[bytes, bool]]:
     """(bytes, carries a token) per event, in order."""
     usage = _usage(plan)
@@ -114,6 +115,10 @@ def stream_events(
         )
     ]
     index = 0
+    if thinking:  # thinking.py: only when the request enables it, as Anthropic does
+        blocks = streamed_blocks(plan, index)
+        events.extend((_event(kind, payload), False) for kind, payload in blocks)
+        index += sum(kind == "content_block_stop" for kind, _ in blocks)
     if plan.content_tokens:
         events.append(
             (
@@ -187,8 +192,10 @@ def stream_events(
     return events
 
 
-def message_body(plan: ReplyPlan, stop: Stop, *, message_id: str, model: str) -> dict[str, Any]:
-    content: list[dict[str, Any]] = []
+def message_body(
+    plan: ReplyPlan, stop: Stop, *, message_id: str, model: str, thinking: bool = False
+) -> dict[str, Any]:
+    content: list[dict[str, Any]] = thinking_blocks(plan) if thinking else []
     if plan.content_tokens:
         content.append({"type": "text", "text": "".join(plan.content_tokens)})
     for call in plan.tool_calls:
@@ -228,9 +235,19 @@ async def send_messages_reply(
     reader: asyncio.StreamReader,
     writer: asyncio.StreamWriter,
     keep_alive: bool,
+    thinking: bool = False,
+    refused: str | None = None,
 ) -> Outcome:
+    """``thinking``: the request enabled it; ``refused``: why the request is refused (400)."""
     headers = [("request-id", f"req_{message_id}")]
     try:
+        if refused is not None:
+            body = error_body(400, refused, None)
+            writer.write(
+                http1.json_response(400, body, keep_alive=keep_alive, extra_headers=headers)
+            )
+            await writer.drain()
+            return Outcome.COMPLETED
         if plan.hang_before_headers or (plan.hang and not stream):
             return await _wait_for_client_close(reader)
         if plan.error is not None:
@@ -249,7 +266,7 @@ async def send_messages_reply(
                 await asyncio.sleep(plan.token_delay_s * plan.token_count)
             if plan.fail_after_tokens is not None:
                 return Outcome.CUT_OFF
-            body = message_body(plan, stop, message_id=message_id, model=model)
+            body = message_body(plan, stop, message_id=message_id, model=model, thinking=thinking)
             writer.write(
                 http1.json_response(200, body, keep_alive=keep_alive, extra_headers=headers)
             )
@@ -259,7 +276,7 @@ async def send_messages_reply(
         if plan.hang:
             await writer.drain()
             return await _wait_for_client_close(reader)
-        events = stream_events(plan, stop, message_id=message_id, model=model)
+        events = stream_events(plan, stop, message_id=message_id, model=model, thinking=thinking)
         return await _send(plan, events, reader=reader, writer=writer)
     except ConnectionError:
         return Outcome.CLIENT_CLOSED

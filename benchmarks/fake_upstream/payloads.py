@@ -57,6 +57,9 @@ class ChunkEncoder:
         }
         return self._choice_event(delta, finish_reason=None)
 
+    def reasoning(self, field: str, token: str) -> bytes:
+        return self._choice_event({field: token}, finish_reason=None)
+
     def tool_call_arguments(self, index: int, fragment: str) -> bytes:
         delta = {"tool_calls": [{"index": index, "function": {"arguments": fragment}}]}
         return self._choice_event(delta, finish_reason=None)
@@ -86,6 +89,11 @@ def stream_events(
     events: list[tuple[bytes, bool]] = [
         (encoder.role(has_content=bool(plan.content_tokens)), False)
     ]
+    # Reasoning comes before the answer, as reasoning models stream it (not counted as tokens:
+    # ``fail_after_tokens`` counts the answer's).
+    events.extend(
+        (encoder.reasoning(plan.reasoning_field, token), False) for token in plan.reasoning_tokens
+    )
     events.extend((encoder.content(token), True) for token in plan.content_tokens)
     for index, call in enumerate(plan.tool_calls):
         events.append((encoder.tool_call_start(index, call), True))

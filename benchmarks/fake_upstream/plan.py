@@ -39,6 +39,9 @@ class ReplyPlan:
     fail_after_tokens: int | None = None
     hang: bool = False
     hang_before_headers: bool = False
+    reasoning_tokens: tuple[str, ...] = ()
+    reasoning_field: str = "reasoning_content"
+    redacted_thinking: str | None = None  # the Messages API only
 
     @property
     def finish_reason(self) -> str:
@@ -97,6 +100,9 @@ def build_plan(
         fail_after_tokens=active.fail_after_tokens,
         hang=active.hang,
         hang_before_headers=active.hang_before_headers,
+        reasoning_tokens=split_words(active.reasoning) if active.reasoning else (),
+        reasoning_field=active.reasoning_field,
+        redacted_thinking=active.redacted_thinking,
     )
 
 

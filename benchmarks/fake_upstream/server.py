@@ -23,6 +23,7 @@ from benchmarks.fake_upstream.payloads import error_body
 from benchmarks.fake_upstream.plan import ReplyPlan, build_plan, chat_messages, find_directive
 from benchmarks.fake_upstream.responder import Outcome, ReplyIdentity, send_reply
 from benchmarks.fake_upstream.state import FakeState
+from benchmarks.fake_upstream.thinking import invalid_thinking, thinking_enabled
 
 CHAT_PATH = "/chat/completions"
 CONTROL_PREFIX = "/_fake/"
@@ -171,6 +172,8 @@ class FakeUpstreamServer:
                 reader=reader,
                 writer=writer,
                 keep_alive=request.keep_alive,
+                thinking=thinking_enabled(body),
+                refused=invalid_thinking(body),
             )
 
         return await self._reply(

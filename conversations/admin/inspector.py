@@ -20,6 +20,7 @@ from conversations.admin.rendering import (
     json_text,
     json_text_of_string,
 )
+from conversations.admin.run_logs import RunLog, run_logs
 from conversations.admin.state_diff import StateChange, state_changes
 from conversations.admin.usage import ThreadUsage, usage_of_thread
 from conversations.admin.waterfall import SpanInput, Waterfall, waterfall_layout
@@ -28,7 +29,6 @@ from conversations.models import (
     Message,
     MessageKind,
     Run,
-    RunEvent,
     RunStatus,
     Span,
     Thread,
@@ -238,7 +238,7 @@ def run_trace(*, run: RunSummary, page: Any = 1, now: dt.datetime | None = None)
 class Entry:
     """One thing in the transcript; ``kind`` says which fields matter."""
 
-    kind: str  # run, message, state, interrupt, answer, run_error
+    kind: str  # run, message, reasoning, state, interrupt, answer, run_error
     message: Message | None = None
     result: Message | None = None  # a tool call's result, shown with the call
     arguments: str = ""
@@ -306,27 +306,19 @@ def _states_between(
     return shown, before
 
 
-def _run_extras(run_ids: list[str]) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
-    """The runs met on the page (with the interrupt answers their requests carried), and the
-    interrupts their logs recorded."""
+def _run_extras(run_ids: list[str]) -> tuple[dict[str, Any], dict[str, RunLog]]:
+    """The runs met on the page (with the interrupt answers their requests carried), and what
+    their logs recorded besides messages."""
     runs: dict[str, Any] = {}
-    interrupts: dict[str, list[dict[str, Any]]] = {}
     if not run_ids:
-        return runs, interrupts
+        return runs, {}
     rows = Run.objects.filter(pk__in=run_ids).only(*_RUN_FIELDS)
     answers = dict(
         Run.objects.filter(pk__in=run_ids).values_list("id", "request_payload__meta_events")
     )
     for run in rows:
         runs[run.pk] = (RunSummary(run), answers.get(run.pk) or [])
-    logged = (
-        RunEvent.objects.filter(run_id__in=run_ids, type="meta_event")
-        .order_by("run_id", "seq")
-        .values_list("run_id", "payload")
-    )
-    for run_id, payload in logged:
-        interrupts.setdefault(run_id, []).append(payload or {})
-    return runs, interrupts
+    return runs, run_logs(run_ids=run_ids)
 
 
 def _group_start(run_id: str, runs: dict[str, Any]) -> list[Entry]:
@@ -347,17 +339,28 @@ def _group_start(run_id: str, runs: dict[str, Any]) -> list[Entry]:
     return entries
 
 
-def _group_end(
-    run_id: str, runs: dict[str, Any], interrupts: dict[str, list[dict[str, Any]]]
-) -> list[Entry]:
+def _reasoning_entries(log: RunLog) -> list[Entry]:
+    """The run's reasoning not shown yet, as folded entries (taken: shown once)."""
     entries = [
+        Entry(kind="reasoning", name="signed" if block.signed else "", value=block.text)
+        for block in log.reasoning
+    ]
+    log.reasoning.clear()
+    return entries
+
+
+def _group_end(run_id: str, runs: dict[str, Any], logs: dict[str, RunLog]) -> list[Entry]:
+    log = logs.get(run_id) or RunLog()
+    # Reasoning not shown yet (a run whose answer is not on this page, or that stopped).
+    entries = _reasoning_entries(log)
+    entries.extend(
         Entry(
             kind="interrupt",
             name=str(payload.get("name") or "interrupt"),
             value=json_text(payload.get("value")),
         )
-        for payload in interrupts.get(run_id, [])
-    ]
+        for payload in log.interrupts
+    )
     found = runs.get(run_id)
     if found is not None and found[0].run.error_code:
         entries.append(Entry(kind="run_error", run=found[0]))
@@ -382,7 +385,7 @@ def transcript_page(*, thread: Thread, page: Any, query: str = "") -> Transcript
         states, before = _states_between(thread, start, end)
 
     run_ids = list(dict.fromkeys(m.run_id for m in rows if m.run_id))
-    runs, interrupts = _run_extras(run_ids) if not query else ({}, {})
+    runs, logs = _run_extras(run_ids) if not query else ({}, {})
     results = {m.action_execution_id: m for m in rows if m.kind == MessageKind.RESULT}
     shown_with_call: set[int] = set()
 
@@ -408,11 +411,15 @@ def transcript_page(*, thread: Thread, page: Any, query: str = "") -> Transcript
         add_states(message.created_at)
         if message.run_id != current_run and message.run_id is not None:
             if current_run is not None:
-                entries.extend(_group_end(current_run, runs, interrupts))
+                entries.extend(_group_end(current_run, runs, logs))
             current_run = message.run_id
             entries.extend(_group_start(current_run, runs))
         if message.pk in shown_with_call:
             continue
+        log = logs.get(current_run) if current_run is not None else None
+        if log is not None and log.reasoning and message.role == "assistant":
+            # The run's reasoning came before what it answered with.
+            entries.extend(_reasoning_entries(log))
         entry = Entry(kind="message", message=message)
         if message.kind == MessageKind.ACTION_EXECUTION:
             entry.arguments = json_text(message.arguments)
@@ -426,7 +433,7 @@ def transcript_page(*, thread: Thread, page: Any, query: str = "") -> Transcript
         entries.append(entry)
     add_states(None if following is None else following.created_at)
     if current_run is not None and (following is None or following.run_id != current_run):
-        entries.extend(_group_end(current_run, runs, interrupts))
+        entries.extend(_group_end(current_run, runs, logs))
     return Transcript(entries=entries, pages=pages, query=query)
 
 

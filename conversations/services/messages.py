@@ -17,6 +17,9 @@ from copilot_runtime.events.request import InputMessage
 # Client system/developer messages are instructions the frontend rebuilds, with a fresh id, on
 # every request: they reach the model but are not part of the stored conversation.
 _NOT_STORED_ROLES = frozenset({"system", "developer"})
+# Signed thinking the client sends back: it rides with the history to reach the model, and is
+# the frontend's copy of what the run logged.
+NOT_STORED_KINDS = frozenset({"reasoning"})
 
 
 @dataclass(slots=True)
@@ -38,7 +41,9 @@ class OutputMessage:
 
 
 def _stored_history(message: InputMessage) -> bool:
-    return not (message.kind == "text" and message.role in _NOT_STORED_ROLES)
+    return not (message.kind == "text" and message.role in _NOT_STORED_ROLES) and (
+        message.kind not in NOT_STORED_KINDS
+    )
 
 
 def _row_for_input(thread: Thread, message: InputMessage, position: int, run: Run) -> Message:

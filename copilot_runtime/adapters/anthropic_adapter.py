@@ -3,12 +3,13 @@
 The engine speaks OpenAI-shaped messages and tools; this adapter turns them into a Messages
 request (instructions in ``system``, tool calls as ``tool_use`` blocks, tool results as
 ``tool_result`` blocks in one user message, roles alternating) and the stream back into the
-engine's chunks: ``text_delta`` as text, a ``tool_use`` block start and its
-``input_json_delta`` fragments as a tool call, the stop reason in OpenAI's words, and the usage
-(cache reads and writes counted in the input, as AG-UI counts them). The request goes through
-the same transport (sse_transport.py: retries, timeouts, the runtime's error codes); the
-``anthropic`` package is used only by the tests, to prove the fake upstream's stream is what it
-parses.
+engine's chunks: ``text_delta`` as text, ``thinking_delta`` as reasoning (its
+``signature_delta``, or a ``redacted_thinking`` block, sealing it), a ``tool_use`` block
+start and its ``input_json_delta`` fragments as a tool call, the stop reason in OpenAI's words,
+and the usage (cache reads and writes counted in the input, as AG-UI counts them). The request
+goes through the same transport (sse_transport.py: retries, timeouts, the runtime's error
+codes); the ``anthropic`` package is used only by the tests, to prove the fake upstream's stream
+is what it parses.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from copilot_runtime.adapters.base import (
     FinishChunk,
     ModelChunk,
     ModelRequest,
+    ReasoningChunk,
+    ReasoningSealChunk,
     TextChunk,
     ToolCallChunk,
     UpstreamError,
@@ -31,6 +34,7 @@ from copilot_runtime.adapters.base import (
     chunks_per_read,
 )
 from copilot_runtime.adapters.sse_transport import SseTransport, stream_cut, upstream_stream_errors
+from copilot_runtime.events.reasoning import THINKING_BLOCKS
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 _INSTRUCTION_ROLES = ("system", "developer")
@@ -129,7 +133,9 @@ def messages_request(request: ModelRequest) -> tuple[str, list[dict[str, Any]]]:
         elif role == "user":
             add("user", _user_blocks(message.get("content")))
         elif role == "assistant":
-            blocks: list[dict[str, Any]] = []
+            # Thinking first, as the model wrote it: with thinking on, Anthropic wants an
+            # assistant turn's signed blocks back unchanged.
+            blocks: list[dict[str, Any]] = list(message.get(THINKING_BLOCKS) or ())
             text = _text(message.get("content"))
             if text:
                 blocks.append({"type": "text", "text": text})
@@ -174,7 +180,9 @@ def _tool_choice(request: ModelRequest) -> dict[str, Any] | None:
     return mapped
 
 
-def request_body(request: ModelRequest, *, model: str, max_tokens: int) -> dict[str, Any]:
+def request_body(
+    request: ModelRequest, *, model: str, max_tokens: int, thinking_budget: int = 0
+) -> dict[str, Any]:
     system, messages = messages_request(request)
     body: dict[str, Any] = {
         "model": request.model or model,
@@ -182,6 +190,8 @@ def request_body(request: ModelRequest, *, model: str, max_tokens: int) -> dict[
         "messages": messages,
         "stream": True,
     }
+    if thinking_budget:
+        body["thinking"] = {"type": "enabled", "budget_tokens": thinking_budget}
     if system:
         body["system"] = system
     if request.tools:
@@ -224,8 +234,15 @@ class _StreamReader:
         kind = event.get("type")
         if kind == "content_block_delta":
             delta = event.get("delta") or {}
-            if delta.get("type") == "text_delta":
+            delta_type = delta.get("type")
+            if delta_type == "text_delta":
                 return [TextChunk(delta.get("text") or "")] if delta.get("text") else []
+            if delta_type == "thinking_delta":
+                thought = delta.get("thinking")
+                return [ReasoningChunk(thought)] if isinstance(thought, str) and thought else []
+            if delta_type == "signature_delta":
+                # Sent once, just before the thinking block stops: it ends the block.
+                return [ReasoningSealChunk(signature=str(delta.get("signature") or ""))]
             if delta.get("type") == "input_json_delta":
                 index = self.calls.get(event.get("index", -1))
                 fragment = delta.get("partial_json") or ""
@@ -235,6 +252,8 @@ class _StreamReader:
             return []
         if kind == "content_block_start":
             block = event.get("content_block") or {}
+            if block.get("type") == "redacted_thinking":
+                return [ReasoningSealChunk(redacted=str(block.get("data") or ""))]
             if block.get("type") != "tool_use":
                 return []
             index = self.calls[event.get("index", len(self.calls))] = len(self.calls)
@@ -293,9 +312,12 @@ class AnthropicAdapter:
         max_retries: int,
         max_tokens: int = 4096,
         version: str = "2023-06-01",
+        thinking_budget: int = 0,
     ) -> None:
         self.default_model = model
         self.max_tokens = max_tokens
+        # Extended thinking's token budget; 0: off (the API's default).
+        self.thinking_budget = thinking_budget
         root = base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
         self._url = root.rstrip("/") + "/v1/messages"
         # The transport adds Content-Type (JSON) and Accept (text/event-stream) itself.
@@ -306,7 +328,12 @@ class AnthropicAdapter:
         self._transport = SseTransport(headers=headers, timeout=timeout, max_retries=max_retries)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
-        body = request_body(request, model=self.default_model, max_tokens=self.max_tokens)
+        body = request_body(
+            request,
+            model=self.default_model,
+            max_tokens=self.max_tokens,
+            thinking_budget=self.thinking_budget,
+        )
         reader = _StreamReader()
         with upstream_stream_errors(item="event"):
             reads = self._transport.event_batches(self._url, body)

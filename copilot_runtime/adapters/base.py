@@ -27,6 +27,23 @@ class TextChunk:
 
 
 @dataclass(slots=True)
+class ReasoningChunk:
+    """A piece of the model's reasoning, streamed before the answer it leads to."""
+
+    delta: str
+
+
+@dataclass(slots=True)
+class ReasoningSealChunk:
+    """The end of a reasoning block, with what replays it to the provider: Anthropic's
+    ``signature`` of a thinking block, or a ``redacted_thinking`` block's ``redacted`` data
+    (a block of its own, with no text)."""
+
+    signature: str = ""
+    redacted: str = ""
+
+
+@dataclass(slots=True)
 class ToolCallChunk:
     index: int
     id: str | None
@@ -47,7 +64,9 @@ class UsageChunk:
     reasoning_tokens: int = 0
 
 
-ModelChunk = TextChunk | ToolCallChunk | FinishChunk | UsageChunk
+ModelChunk = (
+    TextChunk | ReasoningChunk | ReasoningSealChunk | ToolCallChunk | FinishChunk | UsageChunk
+)
 
 
 def joined(chunks: list[ModelChunk]) -> list[ModelChunk]:
@@ -66,7 +85,7 @@ def joined(chunks: list[ModelChunk]) -> list[ModelChunk]:
     parts: list[str] = []
     for chunk in chunks:
         last = out[-1] if out else None
-        if type(chunk) is TextChunk and type(last) is TextChunk:
+        if type(chunk) in (TextChunk, ReasoningChunk) and type(last) is type(chunk):
             parts.append(chunk.delta)
             continue
         if (
@@ -144,7 +163,7 @@ async def chunks_per_read(
 
 
 def _is_delta(chunk: ModelChunk) -> bool:
-    return type(chunk) is TextChunk or (
+    return type(chunk) in (TextChunk, ReasoningChunk) or (
         type(chunk) is ToolCallChunk and bool(chunk.arguments_delta)
     )
 
@@ -156,6 +175,8 @@ def _close(out: list[ModelChunk], parts: list[str]) -> None:
     last = out[-1]
     if type(last) is TextChunk:
         out[-1] = TextChunk(last.delta + "".join(parts))
+    elif type(last) is ReasoningChunk:
+        out[-1] = ReasoningChunk(last.delta + "".join(parts))
     elif type(last) is ToolCallChunk:
         out[-1] = ToolCallChunk(
             index=last.index,

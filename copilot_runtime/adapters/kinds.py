@@ -25,7 +25,7 @@ _COMMON = frozenset({"kind", "model", "timeout_seconds", "max_retries"})
 _OPTIONS: dict[str, frozenset[str]] = {
     OPENAI: _COMMON | {"api_key", "base_url", "system_role"},
     AZURE: _COMMON | {"api_key", "endpoint", "deployment", "api_version", "system_role"},
-    ANTHROPIC: _COMMON | {"api_key", "base_url", "max_tokens", "version"},
+    ANTHROPIC: _COMMON | {"api_key", "base_url", "max_tokens", "version", "thinking_budget"},
     LANGCHAIN: _COMMON | {"factory", "options"},
     DEMO: frozenset({"kind"}),
     NONE: frozenset({"kind"}),
@@ -110,6 +110,7 @@ def _anthropic(spec: dict[str, Any]) -> ModelAdapter:
         max_retries=_retries(spec),
         max_tokens=int(spec.get("max_tokens") or 4096),
         version=str(spec.get("version") or "2023-06-01"),
+        thinking_budget=int(spec.get("thinking_budget") or 0),
     )
 
 

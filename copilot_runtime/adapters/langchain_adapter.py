@@ -21,12 +21,14 @@ from copilot_runtime.adapters.base import (
     FinishChunk,
     ModelChunk,
     ModelRequest,
+    ReasoningChunk,
     TextChunk,
     ToolCallChunk,
     UpstreamError,
     UsageChunk,
 )
 from copilot_runtime.adapters.errors import AdapterSettingError
+from copilot_runtime.adapters.openai_adapter import without_thinking
 
 # What providers call the end of a reply, in OpenAI's words (what the engine speaks).
 _FINISH_REASONS = {
@@ -78,6 +80,30 @@ def _text_of(content: Any) -> str:
     return ""
 
 
+def _reasoning_of(chunk: Any) -> str:
+    """A chunk's reasoning, from langchain-core's standard content blocks (``reasoning``),
+    which it makes from each provider's form: Anthropic's ``thinking`` parts, DeepSeek's and
+    others' ``additional_kwargs["reasoning_content"]``, OpenAI's reasoning summaries. A
+    ``thinking`` part of a model that names no provider stays a non-standard block: read too."""
+    content = chunk.content
+    if isinstance(content, str) and not getattr(chunk, "additional_kwargs", None):
+        return ""  # plain text, most chunks: no blocks built for it
+    try:
+        blocks = chunk.content_blocks
+    except (AttributeError, TypeError, ValueError):  # an older or foreign message class
+        return ""
+    parts: list[str] = []
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "reasoning":
+            parts.append(str(block.get("reasoning") or ""))
+        elif kind == "non_standard":
+            value = block.get("value")
+            if isinstance(value, dict) and value.get("type") == "thinking":
+                parts.append(str(value.get("thinking") or ""))
+    return "".join(parts)
+
+
 def _upstream_error(exc: Exception) -> UpstreamError:
     """A provider's failure as the runtime's codes, by the HTTP status its SDK reports."""
     status = getattr(exc, "status_code", None) or getattr(
@@ -127,13 +153,18 @@ class LangChainAdapter:
         return self._model.bind_tools(request.tools, **kwargs)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
-        messages = self._convert(request.messages)
+        # Anthropic's thinking blocks are the Anthropic adapter's own (a thread that changed
+        # models may carry some): LangChain would refuse the unknown field.
+        messages = self._convert(without_thinking(request.messages))
         runnable = self._runnable(request)
         finish: str | None = None
         usage: UsageChunk | None = None
         saw_tool_call = False
         try:
             async for chunk in runnable.astream(messages, stop=request.stop or None):
+                reasoning = _reasoning_of(chunk)
+                if reasoning:
+                    yield ReasoningChunk(reasoning)
                 text = _text_of(chunk.content)
                 if text:
                     yield TextChunk(text)

@@ -23,6 +23,7 @@ from copilot_runtime.adapters.base import (
     FinishChunk,
     ModelChunk,
     ModelRequest,
+    ReasoningChunk,
     TextChunk,
     ToolCallChunk,
     UpstreamError,
@@ -31,6 +32,7 @@ from copilot_runtime.adapters.base import (
     joined,
 )
 from copilot_runtime.adapters.sse_transport import SseTransport, upstream_stream_errors
+from copilot_runtime.events.reasoning import THINKING_BLOCKS
 
 _DATA_PREFIX = b"data: "
 _DONE = b"[DONE]"
@@ -92,13 +94,32 @@ def with_text_documents_inlined(messages: list[dict[str, Any]]) -> list[dict[str
     ]
 
 
+def without_thinking(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` without Anthropic's thinking blocks (a thread that changed models): the
+    chat completions API refuses a message field it does not know. Copied only if one has."""
+    # Checked in C (``map`` over ``dict.__contains__``), as the roles are in
+    # ``with_instruction_role``: this runs over the whole history before every request.
+    try:
+        carried = any(map(dict.__contains__, messages, repeat(THINKING_BLOCKS)))
+    except TypeError:  # a message that is not a dict
+        return messages
+    if not carried:
+        return messages
+    return [
+        {key: value for key, value in message.items() if key != THINKING_BLOCKS}
+        if THINKING_BLOCKS in message
+        else message
+        for message in messages
+    ]
+
+
 def _request_body(
     request: ModelRequest, default_model: str, instruction_role: str
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": request.model or default_model,
         "messages": with_text_documents_inlined(
-            with_instruction_role(request.messages, instruction_role)
+            with_instruction_role(without_thinking(request.messages), instruction_role)
         ),
         "stream": True,
         "stream_options": {"include_usage": True},
@@ -196,6 +217,9 @@ def _assembled(
 class _TypedDelta(msgspec.Struct, gc=False):
     content: str | None = None
     tool_calls: Any = None
+    # Reasoning rides in the same delta on vLLM and DeepSeek: such a delta is not plain text.
+    reasoning_content: Any = None
+    reasoning: Any = None
 
 
 class _TypedChoice(msgspec.Struct, gc=False):
@@ -233,7 +257,13 @@ def _typed_text(chunk: _TypedChunk) -> str | None:
         return None
     choice = choices[0]
     delta = choice.delta
-    if delta is None or choice.finish_reason or delta.tool_calls:
+    if (
+        delta is None
+        or choice.finish_reason
+        or delta.tool_calls
+        or delta.reasoning_content
+        or delta.reasoning
+    ):
         return None
     return delta.content
 
@@ -250,7 +280,12 @@ def _plain_text(payload: Any) -> str | None:
     if type(choice) is not dict or choice.get("finish_reason"):
         return None
     delta = choice.get("delta")
-    if type(delta) is not dict or delta.get("tool_calls"):
+    if (
+        type(delta) is not dict
+        or delta.get("tool_calls")
+        or delta.get("reasoning_content")
+        or delta.get("reasoning")
+    ):
         return None
     content = delta.get("content")
     return content if type(content) is str else None
@@ -275,6 +310,11 @@ def _chunks_of(payload: Any) -> list[ModelChunk]:
         )
     for choice in payload.get("choices") or ():
         delta = choice.get("delta") or {}
+        # vLLM and DeepSeek name it ``reasoning_content``, others (OpenRouter, newer vLLM)
+        # ``reasoning``; a server sends one of them, read in that order as the AI SDK does.
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if reasoning:
+            chunks.append(ReasoningChunk(_text(reasoning, "a reasoning delta")))
         content = delta.get("content")
         if content:
             chunks.append(TextChunk(_text(content, "a text delta")))

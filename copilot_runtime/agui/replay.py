@@ -30,6 +30,7 @@ from copilot_runtime.events import (
     ActionResult,
     ActionStart,
     Event,
+    ReasoningStart,
     RunError,
     TextStart,
     event_from_payload,
@@ -85,7 +86,7 @@ class ThreadHistory:
 def _output_ids(events: list[Event]) -> set[str]:
     ids: set[str] = set()
     for event in events:
-        if isinstance(event, TextStart):
+        if isinstance(event, TextStart | ReasoningStart):
             ids.add(event.message_id)
         elif isinstance(event, ActionStart):
             ids.add(event.action_execution_id)

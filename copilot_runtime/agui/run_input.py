@@ -18,6 +18,7 @@ import orjson
 
 from copilot_runtime.agui.media import MEDIA_PARTS, media_part, media_rows, new_turn_media_bytes
 from copilot_runtime.conf import runtime_setting
+from copilot_runtime.events.reasoning import thinking_block
 from copilot_runtime.events.request import (
     ForwardedParameters,
     FrontendAction,
@@ -129,6 +130,8 @@ class _Checker:
                     self.content_part(part, part_path, part_index)
         if role == "tool":
             self.string(message.get("toolCallId"), (*path, "toolCallId"))
+        elif role == "reasoning":
+            self.string(message.get("encryptedValue"), (*path, "encryptedValue"), optional=True)
         elif role == "activity":
             self.string(message.get("activityType"), (*path, "activityType"))
 
@@ -315,9 +318,9 @@ def input_messages_from_agui(
     own_rows: list[tuple[InputMessage, ...] | None] | None = None,
     history: KnownHistory | None = None,
 ) -> list[InputMessage]:
-    """The stored-row view of an AG-UI history (activity and reasoning messages are the
-    frontend's own and are left out); ``own_rows`` are the rows ``run_input_parse`` made or
-    knew for the messages, made here where missing."""
+    """The stored-row view of an AG-UI history (activity messages, and reasoning messages but
+    signed thinking, are the frontend's own and are left out); ``own_rows`` are the rows
+    ``run_input_parse`` made or knew for the messages, made here where missing."""
     # The earlier turns' messages come back as the same objects: their rows are reused.
     done, kept = history.resume(_ROWS, messages) if history is not None else (0, None)
     inputs: list[InputMessage] = list(kept[0]) if kept is not None else []
@@ -331,6 +334,20 @@ def input_messages_from_agui(
             if role == "assistant":
                 for call in message.get("toolCalls") or ():
                     call_names[call["id"]] = call["function"]["name"]
+        elif role == "reasoning":
+            # Kept only when it replays signed thinking to Anthropic (events/reasoning.py);
+            # any other reasoning is the frontend's own, as in the TypeScript runtime.
+            sealed = message.get("encryptedValue")
+            if thinking_block(content=message["content"], encrypted_value=sealed) is not None:
+                inputs.append(
+                    InputMessage(
+                        id=message["id"],
+                        kind="reasoning",
+                        role="reasoning",
+                        content=message["content"],
+                        result=sealed,
+                    )
+                )
         elif role == "tool":
             call_id = message["toolCallId"]
             inputs.append(

@@ -25,6 +25,9 @@ from copilot_runtime.events import (
     GenerationEnd,
     GuardrailDecision,
     MetaEvent,
+    ReasoningDelta,
+    ReasoningEnd,
+    ReasoningStart,
     RunError,
     RunFinished,
     TextDelta,
@@ -47,6 +50,12 @@ TOOL_CALL_RESULT = "TOOL_CALL_RESULT"
 STATE_SNAPSHOT = "STATE_SNAPSHOT"
 STATE_DELTA = "STATE_DELTA"
 CUSTOM = "CUSTOM"
+REASONING_START = "REASONING_START"
+REASONING_MESSAGE_START = "REASONING_MESSAGE_START"
+REASONING_MESSAGE_CONTENT = "REASONING_MESSAGE_CONTENT"
+REASONING_MESSAGE_END = "REASONING_MESSAGE_END"
+REASONING_END = "REASONING_END"
+REASONING_ENCRYPTED_VALUE = "REASONING_ENCRYPTED_VALUE"
 
 # The roles TEXT_MESSAGE_START accepts (``TextMessageRoleSchema``).
 _TEXT_ROLES = frozenset({"developer", "system", "assistant", "user"})
@@ -131,6 +140,8 @@ class Translator:
         # Open text messages (id -> their start event) and tool calls (id -> start event).
         self.open_text: dict[str, dict[str, Any]] = {}
         self.open_tools: dict[str, dict[str, Any]] = {}
+        # Open reasoning messages: id -> the two start events a resumed stream repeats.
+        self.open_reasoning: dict[str, list[dict[str, Any]]] = {}
         self.ended = False  # RUN_FINISHED or RUN_ERROR was produced
         # What RUN_FINISHED reports: the last model call's finish reason, the run's usage.
         self.finish_reason: str | None = None
@@ -156,6 +167,43 @@ class Translator:
                     "delta": event.delta,
                 }
             ]
+        if kind is ReasoningDelta:
+            if event.message_id not in self.open_reasoning or not event.delta:
+                return []
+            return [
+                {
+                    "type": REASONING_MESSAGE_CONTENT,
+                    "messageId": event.message_id,
+                    "delta": event.delta,
+                }
+            ]
+        if kind is ReasoningStart:
+            if event.message_id in self.open_reasoning:
+                return []
+            starts = [
+                {"type": REASONING_START, "messageId": event.message_id},
+                {
+                    "type": REASONING_MESSAGE_START,
+                    "messageId": event.message_id,
+                    "role": "reasoning",
+                },
+            ]
+            self.open_reasoning[event.message_id] = starts
+            return list(starts)
+        if kind is ReasoningEnd:
+            if self.open_reasoning.pop(event.message_id, None) is None:
+                return []
+            closers = _reasoning_closers(event.message_id)
+            if event.encrypted_value:
+                # Set on the client's reasoning message, which it sends back with the history.
+                sealed = {
+                    "type": REASONING_ENCRYPTED_VALUE,
+                    "subtype": "message",
+                    "entityId": event.message_id,
+                    "encryptedValue": event.encrypted_value,
+                }
+                return [sealed, *closers]
+            return closers
         if kind is TextStart:
             if event.message_id in self.open_text:
                 return []
@@ -262,12 +310,19 @@ class Translator:
     def reopen(self) -> list[dict[str, Any]]:
         """The start events of what is open: for a client resuming in the middle of a run,
         whose new stream must start the messages it goes on streaming into."""
-        return [*self.open_text.values(), *self.open_tools.values()]
+        reasoning = [start for starts in self.open_reasoning.values() for start in starts]
+        return [*reasoning, *self.open_text.values(), *self.open_tools.values()]
 
     def close_open(self) -> list[dict[str, Any]]:
         closers: list[dict[str, Any]] = [
-            {"type": TEXT_MESSAGE_END, "messageId": message_id} for message_id in self.open_text
+            closer
+            for message_id in self.open_reasoning
+            for closer in _reasoning_closers(message_id)
         ]
+        self.open_reasoning.clear()
+        closers.extend(
+            {"type": TEXT_MESSAGE_END, "messageId": message_id} for message_id in self.open_text
+        )
         closers.extend(
             {"type": TOOL_CALL_END, "toolCallId": call_id} for call_id in self.open_tools
         )
@@ -304,6 +359,13 @@ class Translator:
     def incomplete(self) -> list[dict[str, Any]]:
         """The stream ended without a terminal event (the run was lost)."""
         return self.error(message=INCOMPLETE_STREAM_MESSAGE, code=INCOMPLETE_STREAM_CODE)
+
+
+def _reasoning_closers(message_id: str) -> list[dict[str, Any]]:
+    return [
+        {"type": REASONING_MESSAGE_END, "messageId": message_id},
+        {"type": REASONING_END, "messageId": message_id},
+    ]
 
 
 # --- compaction (``compactEvents`` of @ag-ui/client) ------------------------------------------

@@ -12,19 +12,19 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from copilot_runtime.adapters.base import (
     FinishChunk,
     ModelAdapter,
     ModelRequest,
+    ReasoningChunk,
+    ReasoningSealChunk,
     TextChunk,
     ToolCallChunk,
     UpstreamError,
     UsageChunk,
 )
 from copilot_runtime.conf import runtime_setting
-from copilot_runtime.engine.actions import ServerAction, action_execute, encode_error
+from copilot_runtime.engine.actions import ServerAction, action_execute
 from copilot_runtime.engine.approvals import (
     AwaitingDecision,
     decisions_to_apply,
@@ -37,8 +37,8 @@ from copilot_runtime.engine.breakers import (
     ToolBreaker,
     stop_message,
 )
-from copilot_runtime.engine.loop_policy import LoopPolicy, LoopTurn, loop_policy_for, open_todos
-from copilot_runtime.engine.model_messages import model_messages, offered_tools
+from copilot_runtime.engine.loop_policy import LoopPolicy, LoopTurn, loop_policy_for
+from copilot_runtime.engine.model_messages import assistant_message, model_messages, offered_tools
 from copilot_runtime.engine.state_tools import (
     STATE_TOOL_DEFINITIONS,
     STATE_TOOL_NAMES,
@@ -46,7 +46,7 @@ from copilot_runtime.engine.state_tools import (
     state_tools_enabled,
     with_state_prompt,
 )
-from copilot_runtime.engine.todos import UPDATE_TODOS_NAME
+from copilot_runtime.engine.todos import UPDATE_TODOS_NAME, apply_update_todos
 from copilot_runtime.events import (
     ActionArgs,
     ActionEnd,
@@ -57,11 +57,15 @@ from copilot_runtime.events import (
     GenerationEnd,
     GenerationStart,
     LimitTrip,
+    ReasoningDelta,
+    ReasoningEnd,
+    ReasoningStart,
     RunError,
     TextDelta,
     TextEnd,
     TextStart,
 )
+from copilot_runtime.events.reasoning import sealed_value, thinking_block
 from copilot_runtime.events.request import TurnRequest
 
 MAX_ITERATIONS_CODE = "MAX_ITERATIONS_REACHED"
@@ -146,7 +150,8 @@ class ChatTurn:
             )
             calls: list[_PendingCall] = []
             text_parts: list[str] = []
-            async for event in self._generation(model_request, model, calls, text_parts):
+            thinking: list[dict[str, Any]] = []
+            async for event in self._generation(model_request, model, calls, text_parts, thinking):
                 yield event
 
             if self.empty_calls_breaker.observe([call.arguments_text for call in calls]):
@@ -184,7 +189,14 @@ class ChatTurn:
                 ]
                 continue
 
-            conversation = [*conversation, _assistant_message(text_parts, calls)]
+            conversation = [
+                *conversation,
+                assistant_message(
+                    text="".join(text_parts),
+                    calls=[(c.id, c.name, c.arguments_text) for c in calls],
+                    thinking=thinking,
+                ),
+            ]
             returned_to_client = False
             state_updated = 0
             for call in calls:
@@ -238,7 +250,7 @@ class ChatTurn:
                 details={"action": call.name, "count": count},
             )
         elif action.name == UPDATE_TODOS_NAME:
-            result, is_error = self._update_todos(arguments, state)
+            result, is_error = apply_update_todos(arguments=arguments, state=state)
             if not is_error:
                 yield AgentStateSnapshot(
                     thread_id=self.request.thread_id or "",
@@ -291,17 +303,6 @@ class ChatTurn:
         conversation.append({"role": "tool", "tool_call_id": call.id, "content": outcome.result})
         return events
 
-    @staticmethod
-    def _update_todos(arguments: str, state: dict[str, Any]) -> tuple[str, bool]:
-        try:
-            todos = orjson.loads(arguments or "{}").get("todos")
-        except (orjson.JSONDecodeError, AttributeError):
-            todos = None
-        if not isinstance(todos, list):
-            return encode_error("INVALID_ARGUMENTS", "todos must be a list of items"), True
-        state["todos"] = todos
-        return f"Todo list saved: {len(open_todos(state))} open item(s).", False
-
     async def _apply_decision(
         self, awaiting: AwaitingDecision, conversation: list[dict[str, Any]]
     ) -> AsyncIterator[Event]:
@@ -328,23 +329,61 @@ class ChatTurn:
         model: str,
         calls: list[_PendingCall],
         text_parts: list[str],
+        thinking: list[dict[str, Any]],
     ) -> AsyncIterator[Event]:
-        """One model call as events; fills ``calls`` and ``text_parts``."""
+        """One model call as events; fills ``calls``, ``text_parts`` and ``thinking`` (the
+        signed thinking blocks, which the provider wants back with the calls' results)."""
         yield GenerationStart(model=model, parameters=_parameters(model_request))
         message_id = new_message_id()
         text_open = False
+        text_used = False  # a text message was opened: text after reasoning starts a new one
+        reasoning_id: str | None = None  # the reasoning block open, if any
+        reasoning_parts: list[str] = []
         by_index: dict[int, _PendingCall] = {}
         finish_reason: str | None = None
         usage = UsageChunk()
         try:
             async for chunk in self.adapter.stream(model_request):
-                if type(chunk) is TextChunk:
+                kind = type(chunk)
+                if kind is ReasoningChunk:
+                    if reasoning_id is None:
+                        if text_open:
+                            text_open = False
+                            yield TextEnd(message_id=message_id)
+                        reasoning_id = new_message_id()
+                        yield ReasoningStart(message_id=reasoning_id)
+                    reasoning_parts.append(chunk.delta)
+                    yield ReasoningDelta(message_id=reasoning_id, delta=chunk.delta)
+                    continue
+                if kind is ReasoningSealChunk:
+                    if reasoning_id is None:  # a redacted block: no text came before its seal
+                        if text_open:
+                            text_open = False
+                            yield TextEnd(message_id=message_id)
+                        reasoning_id = new_message_id()
+                        yield ReasoningStart(message_id=reasoning_id)
+                    sealed = sealed_value(signature=chunk.signature, redacted=chunk.redacted)
+                    block = thinking_block(content="".join(reasoning_parts), encrypted_value=sealed)
+                    if block is not None:
+                        thinking.append(block)
+                    yield ReasoningEnd(message_id=reasoning_id, encrypted_value=sealed)
+                    reasoning_id = None
+                    reasoning_parts = []
+                    continue
+                if reasoning_id is not None and kind is not UsageChunk:
+                    # Closed by whatever follows it, as the TypeScript runtime closes it.
+                    yield ReasoningEnd(message_id=reasoning_id)
+                    reasoning_id = None
+                    reasoning_parts = []
+                if kind is TextChunk:
                     if not text_open:
-                        text_open = True
+                        if text_used:
+                            message_id = new_message_id()
+                        text_open = text_used = True
                         yield TextStart(message_id=message_id)
                     text_parts.append(chunk.delta)
                     yield TextDelta(message_id=message_id, delta=chunk.delta)
-                elif type(chunk) is ToolCallChunk:
+                elif kind is ToolCallChunk:
                     call = by_index.get(chunk.index)
                     if call is None:
                         if text_open:
@@ -361,14 +400,18 @@ class ChatTurn:
                     if chunk.arguments_delta:
                         call.arguments.append(chunk.arguments_delta)
                         yield ActionArgs(action_execution_id=call.id, delta=chunk.arguments_delta)
-                elif type(chunk) is FinishChunk:
+                elif kind is FinishChunk:
                     finish_reason = chunk.reason
-                elif type(chunk) is UsageChunk:
+                elif kind is UsageChunk:
                     usage = chunk
         except UpstreamError as error:
+            if reasoning_id is not None:
+                yield ReasoningEnd(message_id=reasoning_id)
             yield GenerationEnd(model=model, finish_reason="error", provider=self.adapter.provider)
             yield RunError(message=error.message, code=error.code, details=error.details())
             raise _TurnFailed from error
+        if reasoning_id is not None:
+            yield ReasoningEnd(message_id=reasoning_id)
         if text_open:
             yield TextEnd(message_id=message_id)
         for call in calls:
@@ -436,21 +479,6 @@ async def chat_turn_events(turn: ChatTurn) -> AsyncIterator[Event]:
             yield event
     except _TurnFailed:
         return
-
-
-def _assistant_message(text_parts: list[str], calls: list[_PendingCall]) -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": "".join(text_parts) or None,
-        "tool_calls": [
-            {
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": call.arguments_text},
-            }
-            for call in calls
-        ],
-    }
 
 
 async def _injected_message(text: str, role: str) -> AsyncIterator[Event]:

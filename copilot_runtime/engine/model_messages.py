@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 
 from copilot_runtime.engine.actions import ServerAction
+from copilot_runtime.events.reasoning import THINKING_BLOCKS, thinking_block
 from copilot_runtime.events.request import FrontendAction, InputMessage
 from copilot_runtime.history import KnownHistory
 
@@ -44,7 +45,15 @@ class _Folded:
 class _Fold:
     """Converting messages in order, from a kept ``_Folded`` or from nothing."""
 
-    __slots__ = ("answered", "calls_by_parent", "copied", "entries", "known_calls", "shared")
+    __slots__ = (
+        "answered",
+        "calls_by_parent",
+        "copied",
+        "entries",
+        "known_calls",
+        "shared",
+        "thinking",
+    )
 
     def __init__(self, kept: _Folded | None) -> None:
         self.entries: list[dict[str, Any]] = list(kept.entries) if kept else []
@@ -54,6 +63,8 @@ class _Fold:
         self.calls_by_parent: dict[str, int] = dict(kept.calls_by_parent) if kept else {}
         self.known_calls: set[str] = set(kept.known_calls) if kept else set()
         self.answered: dict[str, int] = dict(kept.answered) if kept else {}
+        # Signed thinking blocks waiting for the assistant message they came before.
+        self.thinking: list[dict[str, Any]] = []
 
     def folded(self) -> _Folded:
         return _Folded(
@@ -74,12 +85,28 @@ class _Fold:
             self.copied.add(index)
         return entry
 
+    def _assistant(self, entry: dict[str, Any]) -> dict[str, Any]:
+        """A new assistant entry, carrying the thinking blocks that came before it."""
+        if self.thinking:
+            entry[THINKING_BLOCKS] = self.thinking
+            self.thinking = []
+        return entry
+
     def add(self, message: InputMessage) -> None:
         entries = self.entries
         if message.kind == "text":
-            entries.append({"role": message.role or "user", "content": message.content})
+            entry = {"role": message.role or "user", "content": message.content}
+            if message.role == "assistant":
+                entry = self._assistant(entry)
+            else:
+                self.thinking = []  # a user's message: the blocks answered nothing
+            entries.append(entry)
             if message.role == "assistant":
                 self.calls_by_parent[message.id] = len(entries) - 1
+        elif message.kind == "reasoning":
+            block = thinking_block(content=message.content, encrypted_value=message.result)
+            if block is not None:
+                self.thinking.append(block)
         elif message.kind == "action_execution":
             call = {
                 "id": message.id,
@@ -103,7 +130,7 @@ class _Fold:
             ):
                 parent = len(entries) - 1
             if parent is None:
-                entries.append({"role": "assistant", "content": None})
+                entries.append(self._assistant({"role": "assistant", "content": None}))
                 parent = len(entries) - 1
                 if message.parent_message_id:
                     self.calls_by_parent[message.parent_message_id] = parent
@@ -218,3 +245,21 @@ def offered_tools(
             }
         )
     return tools
+
+
+def assistant_message(
+    *, text: str, calls: list[tuple[str, str, str]], thinking: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The model's answer in one step as the next request sends it back: its text, its tool
+    calls (``(id, name, arguments)``) and, for Anthropic, its signed thinking blocks."""
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": text or None,
+        "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+            for call_id, name, arguments in calls
+        ],
+    }
+    if thinking:
+        message[THINKING_BLOCKS] = thinking
+    return message

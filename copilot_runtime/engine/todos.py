@@ -6,7 +6,12 @@ snapshot), so its handler is never called directly.
 
 from __future__ import annotations
 
-from copilot_runtime.engine.actions import ServerAction
+from typing import Any
+
+import orjson
+
+from copilot_runtime.engine.actions import ServerAction, encode_error
+from copilot_runtime.engine.loop_policy import open_todos
 
 UPDATE_TODOS_NAME = "update_todos"
 
@@ -39,3 +44,16 @@ UPDATE_TODOS = ServerAction(
     },
     handler=_handled_by_the_engine,
 )
+
+
+def apply_update_todos(*, arguments: str, state: dict[str, Any]) -> tuple[str, bool]:
+    """An ``update_todos`` call applied to the turn's ``state``: the result for the model, and
+    whether it is an error (the list left as it was)."""
+    try:
+        todos = orjson.loads(arguments or "{}").get("todos")
+    except (orjson.JSONDecodeError, AttributeError):
+        todos = None
+    if not isinstance(todos, list):
+        return encode_error("INVALID_ARGUMENTS", "todos must be a list of items"), True
+    state["todos"] = todos
+    return f"Todo list saved: {len(open_todos(state))} open item(s).", False

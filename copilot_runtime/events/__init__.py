@@ -49,6 +49,31 @@ class TextEnd(Event):
 
 
 @dataclass(slots=True)
+class ReasoningStart(Event):
+    """The model begins a block of reasoning (one message of role ``reasoning``)."""
+
+    type: ClassVar[str] = "reasoning_start"
+    message_id: str
+
+
+@dataclass(slots=True)
+class ReasoningDelta(Event):
+    type: ClassVar[str] = "reasoning_delta"
+    message_id: str
+    delta: str
+
+
+@dataclass(slots=True)
+class ReasoningEnd(Event):
+    """The block ended: always before the text or tool calls that follow it."""
+
+    type: ClassVar[str] = "reasoning_end"
+    message_id: str
+    # What replays the block to its provider (events/reasoning.py), "" for none.
+    encrypted_value: str = ""
+
+
+@dataclass(slots=True)
 class ActionStart(Event):
     type: ClassVar[str] = "action_start"
     action_execution_id: str
@@ -181,6 +206,9 @@ EVENT_TYPES: dict[str, type[Event]] = {
         TextStart,
         TextDelta,
         TextEnd,
+        ReasoningStart,
+        ReasoningDelta,
+        ReasoningEnd,
         ActionStart,
         ActionArgs,
         ActionEnd,

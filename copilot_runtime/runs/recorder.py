@@ -28,6 +28,7 @@ from copilot_runtime.events import (
     GuardrailDecision,
     LimitTrip,
     MetaEvent,
+    ReasoningDelta,
     RunError,
     TextDelta,
     TextEnd,
@@ -37,7 +38,9 @@ from copilot_runtime.events import (
 
 STREAM_ERROR_REASON = "Error streaming message content"
 CANCELLED_REASON = "The run was stopped before this message finished."
-_DELTA_TYPES = (TextDelta.type, ActionArgs.type)
+_DELTA_TYPES = (TextDelta.type, ReasoningDelta.type, ActionArgs.type)
+# The deltas keyed by a message id (the others by a tool call's id).
+_MESSAGE_DELTA_TYPES = (TextDelta.type, ReasoningDelta.type)
 
 
 @dataclass(slots=True)
@@ -166,7 +169,11 @@ class RunRecorder:
     def _log(self, event: Event) -> None:
         event_type = event.type
         if event_type in _DELTA_TYPES:
-            key = event.message_id if event_type == TextDelta.type else event.action_execution_id
+            key = (
+                event.message_id
+                if event_type in _MESSAGE_DELTA_TYPES
+                else event.action_execution_id
+            )
             last = self._pending[-1] if self._pending else None
             if last is not None and last.type == event_type and last.parts is not None:
                 last_key = last.payload.get("message_id", last.payload.get("action_execution_id"))

@@ -25,10 +25,10 @@ Rules:
 A ``guardrail_decision`` is a guardrail span that lasted the evaluation's latency, with the
 usage of the classifier call it may have made (counted in the run's usage, and priced).
 
-Event types the runtime does not emit yet are handled by name, so their producers only have
-to emit them: ``reasoning_start`` / ``reasoning_delta`` / ``reasoning_end`` (keyed by
-``message_id``) and any other event whose type starts with ``guardrail`` (a span of no
-duration).
+Events are handled by name: ``reasoning_start`` / ``reasoning_delta`` / ``reasoning_end``
+(keyed by ``message_id``; the chat engine emits them inside the model call that reasoned, so
+the reasoning span is the call's child, its text the span's output when content is captured),
+and any other event whose type starts with ``guardrail`` (a span of no duration).
 
 This module drives the tree; the tree's state and how a span opens and closes are
 ``span_tree.py``'s, each event type's rule ``span_rules.py``'s, the spans' attributes

@@ -26,3 +26,41 @@ def fake_chat_openai(*, base_url: str, model: str = "gpt-4o-mini") -> Any:
 
 def not_a_model() -> object:
     return object()
+
+
+def scripted_reasoning_model() -> Any:
+    """A LangChain chat model streaming reasoning in the forms providers' integrations give
+    it (DeepSeek's ``additional_kwargs``, Anthropic's ``thinking`` parts with and without the
+    provider named), then text."""
+    from langchain_core.language_models.chat_models import BaseChatModel
+    from langchain_core.messages import AIMessage, AIMessageChunk
+    from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+
+    anthropic = {"model_provider": "anthropic"}
+    script = [
+        AIMessageChunk(content="", additional_kwargs={"reasoning_content": "One, "}),
+        AIMessageChunk(content=[{"type": "thinking", "thinking": "two, ", "index": 0}]),
+        AIMessageChunk(
+            content=[{"type": "thinking", "thinking": "three.", "index": 0}],
+            response_metadata=anthropic,
+        ),
+        AIMessageChunk(
+            content=[{"type": "thinking", "signature": "SIG", "index": 0}],
+            response_metadata=anthropic,
+        ),
+        AIMessageChunk(content=[{"type": "text", "text": "Done", "index": 1}]),
+    ]
+
+    class ScriptedReasoning(BaseChatModel):
+        @property
+        def _llm_type(self) -> str:
+            return "scripted"
+
+        def _generate(self, messages: Any, stop: Any = None, **kwargs: Any) -> ChatResult:
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(content="Done"))])
+
+        async def _astream(self, messages: Any, stop: Any = None, **kwargs: Any) -> Any:
+            for chunk in script:
+                yield ChatGenerationChunk(message=chunk)
+
+    return ScriptedReasoning()

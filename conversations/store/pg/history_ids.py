@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from conversations.models import MessageKind
-from conversations.services.messages import _NOT_STORED_ROLES
+from conversations.services.messages import _NOT_STORED_ROLES, NOT_STORED_KINDS
 from copilot_runtime.history import KnownHistory, StoredIds, ThreadKey
 
 # The form of a known history this pass makes: the stored kinds by id after its messages.
@@ -36,6 +36,8 @@ def stored_by_id(messages: list[Any], history: KnownHistory | None) -> dict[str,
     minted = False
     for message in messages[done:] if done else messages:
         if message.kind == "text" and message.role in _NOT_STORED_ROLES:
+            continue
+        if message.kind in NOT_STORED_KINDS:
             continue
         if not message.id:  # a client may omit ids; never store a null one
             message.id = f"ck-{uuid.uuid4()}"

@@ -9,12 +9,14 @@ import pytest
 from copilot_runtime.adapters.base import (
     FinishChunk,
     ModelRequest,
+    ReasoningChunk,
     TextChunk,
     ToolCallChunk,
     UpstreamError,
     UsageChunk,
 )
 from copilot_runtime.adapters.kinds import AdapterSettingError, adapter_build
+from copilot_runtime.events.reasoning import THINKING_BLOCKS
 
 FACTORY = "tests.support.langchain_models.fake_chat_openai"
 LOOKUP = {
@@ -125,3 +127,22 @@ def test_a_factory_that_does_not_give_a_chat_model_is_refused() -> None:
         adapter_build(
             {"kind": "langchain", "factory": "tests.support.langchain_models.not_a_model"}
         )
+
+
+async def test_reasoning_in_each_form_langchain_gives_it_streams_before_the_text() -> None:
+    adapter = adapter_build(
+        {"kind": "langchain", "factory": "tests.support.langchain_models.scripted_reasoning_model"}
+    )
+    # An assistant message carrying Anthropic's blocks does not trouble LangChain.
+    history = [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello", THINKING_BLOCKS: [{"type": "thinking"}]},
+        {"role": "user", "content": "Count"},
+    ]
+    chunks = await chunks_of(adapter, ModelRequest(messages=history))
+
+    reasoning = [c.delta for c in chunks if isinstance(c, ReasoningChunk)]
+    assert reasoning == ["One, ", "two, ", "three."]
+    kinds = [type(c) for c in chunks]
+    assert kinds.index(TextChunk) > max(i for i, k in enumerate(kinds) if k is ReasoningChunk)
+    assert "".join(c.delta for c in chunks if isinstance(c, TextChunk)) == "Done"

@@ -23,6 +23,9 @@ from copilot_runtime.events import (
     GenerationStart,
     LimitTrip,
     MetaEvent,
+    ReasoningDelta,
+    ReasoningEnd,
+    ReasoningStart,
     RunError,
     RunFinished,
     TextDelta,
@@ -34,25 +37,6 @@ from copilot_runtime.tracing.signals import Signal
 from copilot_runtime.tracing.span_tree import RunSpanSpec
 
 MODEL = "gpt-4o-mini"
-
-
-@dataclass
-class ReasoningStart:
-    type: ClassVar[str] = "reasoning_start"
-    message_id: str
-
-
-@dataclass
-class ReasoningDelta:
-    type: ClassVar[str] = "reasoning_delta"
-    message_id: str
-    delta: str
-
-
-@dataclass
-class ReasoningEnd:
-    type: ClassVar[str] = "reasoning_end"
-    message_id: str
 
 
 @dataclass
