@@ -33,6 +33,7 @@ from django.utils.module_loading import import_string
 
 from copilot_runtime.conf import runtime_setting
 from copilot_runtime.engine.actions import ServerAction
+from copilot_runtime.engine.todos import UPDATE_TODOS, open_todos
 
 DEFAULT_NEXT_MESSAGE = "Continue working on the task. If it is complete, say so."
 TODOS_POLICY = "todos"
@@ -87,20 +88,6 @@ def _resolve(target: Any) -> Callable[[LoopTurn], Any] | None:
     return import_string(target) if isinstance(target, str) else target
 
 
-def open_todos(state: dict[str, Any]) -> list[str]:
-    """Titles of the todo items not done yet."""
-    todos = state.get("todos")
-    if not isinstance(todos, list):
-        return []
-    titles = []
-    for item in todos:
-        if isinstance(item, dict) and not item.get("done") and item.get("status") != "done":
-            titles.append(str(item.get("title") or item.get("content") or "untitled"))
-        elif isinstance(item, str):
-            titles.append(item)
-    return titles
-
-
 def todos_remaining(turn: LoopTurn) -> bool:
     return bool(open_todos(turn.state))
 
@@ -128,8 +115,6 @@ def loop_policy_for(agent_name: str) -> LoopPolicy:
     if uses_todos:
         should_continue = todos_remaining
         next_message = next_message or todos_remaining_message
-        from copilot_runtime.engine.todos import UPDATE_TODOS
-
         extra[UPDATE_TODOS.name] = UPDATE_TODOS
     max_iterations = int(conf["max_iterations"])
     if max_iterations < 1:

@@ -11,7 +11,6 @@ from typing import Any
 import orjson
 
 from copilot_runtime.engine.actions import ServerAction, encode_error
-from copilot_runtime.engine.loop_policy import open_todos
 
 UPDATE_TODOS_NAME = "update_todos"
 
@@ -44,6 +43,20 @@ UPDATE_TODOS = ServerAction(
     },
     handler=_handled_by_the_engine,
 )
+
+
+def open_todos(state: dict[str, Any]) -> list[str]:
+    """Titles of the todo items not done yet."""
+    todos = state.get("todos")
+    if not isinstance(todos, list):
+        return []
+    titles = []
+    for item in todos:
+        if isinstance(item, dict) and not item.get("done") and item.get("status") != "done":
+            titles.append(str(item.get("title") or item.get("content") or "untitled"))
+        elif isinstance(item, str):
+            titles.append(item)
+    return titles
 
 
 def apply_update_todos(*, arguments: str, state: dict[str, Any]) -> tuple[str, bool]:
