@@ -3,6 +3,7 @@ project that migrates and serves its own (tests/e2e/test_host_project.py, test_h
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import uuid
@@ -10,6 +11,8 @@ from collections.abc import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
+
+from tests.support.waiting import eventually
 
 
 @contextlib.contextmanager
@@ -22,5 +25,23 @@ def own_database(prefix: str) -> Iterator[str]:
     try:
         yield urlunsplit(urlsplit(admin_url)._replace(path=f"/{name}"))
     finally:
-        with psycopg.connect(admin_url, autocommit=True) as connection:
+        asyncio.run(
+            eventually(
+                lambda: _dropped(admin_url, name),
+                what=f"database {name} dropped",
+                within=30,
+                interval=0.2,
+            )
+        )
+
+
+def _dropped(admin_url: str, name: str) -> bool:
+    """Drop ``name``, ending our role's sessions on it. False while a session of another role
+    holds it (an autovacuum worker, which only the superuser may end and which leaves by
+    itself): DROP ... WITH (FORCE) then fails rather than wait."""
+    with psycopg.connect(admin_url, autocommit=True) as connection:
+        try:
             connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ObjectInUse):
+            return False
+    return True
