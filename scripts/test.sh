@@ -367,6 +367,10 @@ ensure_newest_venv() {
 DEFAULT_WORKERS=6
 WORKERS="${TEST_WORKERS:-$DEFAULT_WORKERS}"
 [[ "$WORKERS" =~ ^[0-9]+$ ]] || die "TEST_WORKERS must be a whole number (0: no workers), not '$WORKERS'"
+# Where the tests marked `serial` live: the serial lane collects only these (collecting the
+# whole suite to pick a handful costs it seconds of CPU). tests/test_suite_workers.py checks that
+# no test marked serial lives anywhere else.
+SERIAL_PATHS=(tests/e2e/test_load.py tests/faults)
 # QUICK=1: the edit loop's subset, nothing served (e2e), no fault tests, nothing marked serial.
 QUICK_MARKERS="not e2e and not faults and not serial"
 
@@ -475,16 +479,19 @@ record_status() {
     statuses+=("$2")
 }
 
-# run_suite LABEL PYTHON [PATHS...]: the tests not marked `serial` on the workers, and beside
-# them the `serial` ones (load and fault tests) in a lane of their own: one process, as worker
-# number WORKERS (tests/support/workers.py: a Redis server and ports of its own), at normal
-# priority while the parallel run is niced, so the lane's servers get a core whenever they
-# want one. The lane mostly waits (on its own PostgreSQL and Redis restarting), so beside the
-# parallel run it costs little and saves its whole duration. Its output follows the parallel
-# run's. Without workers (TEST_WORKERS=0) the two run one after the other.
+# run_suite LABEL PYTHON [PATHS...]: the tests not marked `serial` on the workers (in PATHS, or
+# the whole suite), and beside them the `serial` ones (load and fault tests; in PATHS, or in
+# SERIAL_PATHS) in a lane of their own: one process, as worker number WORKERS
+# (tests/support/workers.py: a Redis server and ports of its own), at normal priority while the
+# parallel run is niced, so the lane's servers get a core whenever they want one. The lane
+# mostly waits (on its own PostgreSQL and Redis restarting), so beside the parallel run it costs
+# little and saves its whole duration. Its output follows the parallel run's. Without workers
+# (TEST_WORKERS=0) the two run one after the other.
 run_suite() {
     local label="$1" python="$2"
     shift 2
+    local lane_paths=("$@")
+    [ "$#" -eq 0 ] && lane_paths=("${SERIAL_PATHS[@]}")
     if [ "$WORKERS" -eq 0 ]; then
         run_pytest "$label, not serial" "$python" -m "not serial" "$@"
         statuses+=("$last_status")
@@ -494,9 +501,9 @@ run_suite() {
     fi
     phase_begin "$label"
     local lane_log="$WORK_DIR/serial-lane.log" parallel_status lane_status
-    log "pytest -m serial $* (the serial lane, beside the parallel run; its output follows it)"
+    log "pytest -m serial ${lane_paths[*]} (the serial lane, beside the parallel run; its output follows it)"
     TEST_WORKER_INDEX="$WORKERS" "$python" -m pytest -m serial -p no:cacheprovider \
-        --basetemp "$WORK_DIR/serial-lane" "$@" >"$lane_log" 2>&1 &
+        --basetemp "$WORK_DIR/serial-lane" "${lane_paths[@]}" >"$lane_log" 2>&1 &
     LANE_PID=$!
     log "nice -n 10 pytest ${parallel_args[*]} -m 'not serial' $*"
     set +e

@@ -1,13 +1,18 @@
 """What a process of the suite owns: an xdist worker by its number, the serial lane by
-``TEST_WORKER_INDEX`` (scripts/test.sh's run_suite), a plain ``pytest`` worker 0's share."""
+``TEST_WORKER_INDEX`` (scripts/test.sh's run_suite), a plain ``pytest`` worker 0's share; and
+the serial lane finds every test marked ``serial``."""
 
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
+from tests.conftest import REPO_ROOT
 from tests.support import workers
+
+SERIAL_MARK = re.compile(r"\bpytest\.mark\.serial\b")
 
 
 @pytest.fixture
@@ -56,3 +61,20 @@ def test_an_xdist_worker_is_known_by_its_number(outside_xdist: pytest.MonkeyPatc
     outside_xdist.setenv("TEST_WORKER_INDEX", "6")
 
     assert workers.worker_index() == 3
+
+
+def test_every_test_marked_serial_lives_where_the_serial_lane_collects() -> None:
+    script = (REPO_ROOT / "scripts" / "test.sh").read_text()
+    [listed] = re.findall(r"^SERIAL_PATHS=\(([^)]*)\)$", script, re.MULTILINE)
+    lane_paths = listed.split()
+    assert lane_paths and all((REPO_ROOT / path).exists() for path in lane_paths), lane_paths
+
+    marked = sorted(
+        str(path.relative_to(REPO_ROOT))
+        for path in (REPO_ROOT / "tests").rglob("test_*.py")
+        if SERIAL_MARK.search(path.read_text())
+    )
+
+    assert marked, "no test is marked serial: the lane would collect nothing"
+    outside = [path for path in marked if not any(path.startswith(p) for p in lane_paths)]
+    assert outside == [], f"marked serial outside SERIAL_PATHS in scripts/test.sh: {outside}"
