@@ -26,14 +26,8 @@ from copilot_runtime.events import (
     TextStart,
 )
 from copilot_runtime.graphql.turn_input import parse_generate_input
+from tests.copilot_runtime.engine.test_chat_turn import SAY_HELLO
 from tests.copilot_runtime.tracing.test_deriver import derive
-
-SAY_HELLO = {
-    "name": "sayHello",
-    "description": "Say hello",
-    "jsonSchema": '{"type":"object","properties":{"name":{"type":"string"}}}',
-    "available": "enabled",
-}
 
 
 def _delta(**delta: Any) -> bytes:
