@@ -114,6 +114,15 @@ class MessageKind(models.TextChoices):
     AGENT_STATE = "agent_state", "Agent state"
     IMAGE = "image", "Image"
     DOCUMENT = "document", "Document"
+    # A block of the model's reasoning (``content``; ``arguments`` holds its
+    # ``encryptedValue`` when the provider signed it). Set aside like agent states: clients
+    # differ in whether they send reasoning back, so its absence from a history means nothing.
+    REASONING = "reasoning", "Reasoning"
+
+
+# Stored kinds a client's history may leave out without it meaning a regenerate or an edit:
+# never superseded by a history that lacks them, and counted with the superseded rows.
+SET_ASIDE_KINDS = (MessageKind.AGENT_STATE, MessageKind.REASONING)
 
 
 class MessageRole(models.TextChoices):
@@ -174,7 +183,8 @@ class Message(models.Model):
             models.Index(
                 fields=["thread"],
                 name="message_set_aside",
-                condition=models.Q(superseded=True) | models.Q(kind="agent_state"),
+                condition=models.Q(superseded=True)
+                | models.Q(kind__in=["agent_state", "reasoning"]),
             )
         ]
 

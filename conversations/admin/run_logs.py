@@ -1,5 +1,6 @@
 """What a run's log adds to its stored messages in the session inspector: the interrupts it
-recorded and the model's reasoning (logged as reasoning events, not stored as messages)."""
+recorded, and the model's reasoning for runs from before reasoning was stored as messages of
+its own (migration 0015): their log is all that holds it."""
 
 from __future__ import annotations
 

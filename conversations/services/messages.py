@@ -10,7 +10,14 @@ from typing import Any
 from django.db.models import Max
 from django.utils import timezone
 
-from conversations.models import Message, MessageKind, MessageStatus, Run, Thread
+from conversations.models import (
+    SET_ASIDE_KINDS,
+    Message,
+    MessageKind,
+    MessageStatus,
+    Run,
+    Thread,
+)
 from conversations.services.threads import title_from_text
 from copilot_runtime.events.request import InputMessage
 
@@ -18,7 +25,7 @@ from copilot_runtime.events.request import InputMessage
 # every request: they reach the model but are not part of the stored conversation.
 _NOT_STORED_ROLES = frozenset({"system", "developer"})
 # Signed thinking the client sends back: it rides with the history to reach the model, and is
-# the frontend's copy of what the run logged.
+# the frontend's copy of the reasoning row the run stored.
 NOT_STORED_KINDS = frozenset({"reasoning"})
 
 
@@ -88,12 +95,12 @@ def messages_sync_input(*, thread: Thread, messages: Iterable[InputMessage], run
         )
     )
     # Every stored current message the client no longer sends was regenerated, edited or
-    # deleted on its side: superseded, kept for the record. Agent-state rows are the
-    # frontend's copy of an agent's state, which clients leave out of the history they send.
+    # deleted on its side: superseded, kept for the record. Agent-state rows (the frontend's
+    # copy of an agent's state) and reasoning are left out of the histories clients send.
     to_supersede = [
         message_id
         for message_id, superseded, kind, _ in stored
-        if not superseded and kind != MessageKind.AGENT_STATE and message_id not in incoming_ids
+        if not superseded and kind not in SET_ASIDE_KINDS and message_id not in incoming_ids
     ]
     # A client that goes back to an earlier branch makes those messages current again.
     to_restore = [
@@ -103,6 +110,15 @@ def messages_sync_input(*, thread: Thread, messages: Iterable[InputMessage], run
     ]
     if to_supersede:
         Message.objects.filter(thread=thread, message_id__in=to_supersede).update(superseded=True)
+        # The reasoning of a run whose messages are superseded goes with them.
+        Message.objects.filter(
+            thread=thread,
+            kind=MessageKind.REASONING,
+            superseded=False,
+            run_id__in=Message.objects.filter(
+                thread=thread, message_id__in=to_supersede, run_id__isnull=False
+            ).values("run_id"),
+        ).update(superseded=True)
     if to_restore:
         Message.objects.filter(thread=thread, message_id__in=to_restore).update(superseded=False)
 

@@ -19,8 +19,9 @@ from copilot_runtime.events.media_parts import agui_media_part
 _TEXT_ROLES = frozenset({"user", "assistant", "system", "developer"})
 
 
-def agui_messages(rows: Iterable[Message]) -> list[dict[str, Any]]:
-    """AG-UI ``Message`` objects (as ``RunAgentInput.messages`` holds them), in order."""
+def agui_messages(rows: Iterable[Message], *, reasoning: bool = False) -> list[dict[str, Any]]:
+    """AG-UI ``Message`` objects (as ``RunAgentInput.messages`` holds them), in order; the
+    stored reasoning too when ``reasoning`` (a thread's listing, not a run's input)."""
     out: list[dict[str, Any]] = []
     assistants: dict[str, dict[str, Any]] = {}
     for row in rows:
@@ -70,6 +71,12 @@ def agui_messages(rows: Iterable[Message]) -> list[dict[str, Any]]:
                 filename=row.content,
             )
             out.append({"id": row.message_id, "role": "user", "content": [part]})
+        elif row.kind == MessageKind.REASONING and reasoning:
+            entry = {"id": row.message_id, "role": "reasoning", "content": row.content}
+            sealed = row.arguments.get("encryptedValue") if isinstance(row.arguments, dict) else ""
+            if sealed:
+                entry["encryptedValue"] = sealed
+            out.append(entry)
         # Agent-state rows are the frontend's copy of an agent's state: not a message.
     return out
 

@@ -127,7 +127,8 @@ def thread_messages(*, user: User, thread_id: str) -> list[dict[str, Any]]:
     thread = thread_get_for_caller(thread_id=thread_id, user=user)
     if thread is None:
         return []
-    return thread_endpoint_messages(agui_messages(thread_current_messages(thread=thread)))
+    rows = thread_current_messages(thread=thread)
+    return thread_endpoint_messages(agui_messages(rows, reasoning=True))
 
 
 def thread_state(*, user: User, thread_id: str, agent_id: str | None = None) -> Any:

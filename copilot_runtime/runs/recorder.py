@@ -29,6 +29,8 @@ from copilot_runtime.events import (
     LimitTrip,
     MetaEvent,
     ReasoningDelta,
+    ReasoningEnd,
+    ReasoningStart,
     RunError,
     TextDelta,
     TextEnd,
@@ -99,6 +101,9 @@ class RunRecorder:
         elif kind is ActionArgs:
             if (opened := self._open.get(event.action_execution_id)) is not None:
                 opened[1].append(event.delta)
+        elif kind is ReasoningDelta:
+            if (opened := self._open.get(event.message_id)) is not None:
+                opened[1].append(event.delta)
         elif kind is TextStart:
             message = OutputMessage(
                 message_id=event.message_id,
@@ -108,6 +113,15 @@ class RunRecorder:
             )
             self._open[event.message_id] = (message, [])
         elif kind is TextEnd:
+            self._close(event.message_id)
+        elif kind is ReasoningStart:
+            # Stored as a message of its own, before what it led to (the inspector folds it).
+            message = OutputMessage(message_id=event.message_id, kind="reasoning", role="reasoning")
+            self._open[event.message_id] = (message, [])
+        elif kind is ReasoningEnd:
+            opened = self._open.get(event.message_id)
+            if opened is not None and event.encrypted_value:
+                opened[0].arguments = {"encryptedValue": event.encrypted_value}
             self._close(event.message_id)
         elif kind is ActionStart:
             message = OutputMessage(
@@ -191,7 +205,7 @@ class RunRecorder:
             return
         message, parts = opened
         text = "".join(parts)
-        if message.kind == "text":
+        if message.kind == "text" or message.kind == "reasoning":
             message.content = text
         else:
             message.arguments = _parse_arguments(text)

@@ -1,5 +1,6 @@
-"""The session inspector shows a run's reasoning (from its log), folded, before the answer it
-led to; a block that stopped before any answer is shown at the run's end."""
+"""The session inspector shows a run's reasoning (its stored rows, or the log of a run from
+before they were stored), folded, before the answer it led to; a block that stopped before
+any answer is shown at the run's end."""
 
 from __future__ import annotations
 
@@ -59,3 +60,34 @@ def test_reasoning_is_folded_before_the_answer_and_marked_when_signed(
     # The third run's empty block: at its end, after its question, not signed.
     assert page.count("ins-reasoning") == 2
     assert page.index("Reasoning · 0 characters") > page.index("And 4+4?")
+
+
+def test_stored_reasoning_is_folded_in_place_and_its_logged_copy_not_shown_again(
+    admin_client: Client,
+) -> None:
+    thread = thread_create()
+    run = run_row(thread=thread, status="succeeded")
+    message_row(thread=thread, position=0, role="user", content="What is 2+2?", run=run)
+    message_row(
+        thread=thread,
+        position=1,
+        kind="reasoning",
+        role="reasoning",
+        content="Stored thinking.",
+        arguments={"encryptedValue": sealed_value(signature="sig")},
+        run=run,
+    )
+    message_row(thread=thread, position=2, role="assistant", content="It is 4.", run=run)
+    _log(
+        run,
+        ReasoningStart(message_id="rs1"),
+        ReasoningDelta(message_id="rs1", delta="Stored thinking."),
+        ReasoningEnd(message_id="rs1", encrypted_value=sealed_value(signature="sig")),
+    )
+
+    url = reverse("admin:conversations_thread_inspect", args=[thread.pk])
+    page = admin_client.get(url).content.decode()
+
+    assert page.count("ins-reasoning") == 1
+    assert page.index("What is 2+2?") < page.index("Reasoning · signed · 16 characters")
+    assert page.index("Reasoning · signed") < page.index("It is 4.")

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from conversations.models import Message
+
 from tests.e2e.agui_client import run_agui, step_types
 from tests.e2e.js_client import JS_CLIENT_VERSIONS, run_js
 from tests.support.generate_e2e import generate_command, generate_data, server_env, text_input
@@ -92,6 +94,23 @@ def test_reasoning_streams_before_the_answer_stays_out_of_the_model_and_is_repla
     order = [m["role"] for m in replayed["messages"]]
     assert order == ["user", "reasoning", "assistant", "user", "assistant"]
 
+    # Stored in the thread, before the answer, and still current after a run whose history
+    # carried it back (the client's copy is not stored a second time).
+    assert _stored(thread_id) == [
+        ("text", "user", False),
+        ("reasoning", REASONING, False),
+        ("text", "Hello!", False),
+        ("text", "user", False),
+        ("text", "Again.", False),
+    ]
+
+
+def _stored(thread_id: str) -> list[tuple[str, str, bool]]:
+    rows = Message.objects.filter(thread__thread_id=thread_id).order_by("position")
+    return [
+        (row.kind, row.content if row.role != "user" else "user", row.superseded) for row in rows
+    ]
+
 
 @pytest.fixture
 def anthropic_server(shared_live_server_factory: Any, fake_upstream: FakeUpstream) -> ServedProcess:
@@ -142,6 +161,11 @@ def test_anthropic_signed_thinking_reaches_the_client_and_goes_back_with_the_nex
 
     replayed = run_agui(_command(anthropic_server, thread_id, {"op": "connect"}))
     assert [m for m in replayed["messages"] if m["role"] == "reasoning"] == [thought, redacted]
+    stored = Message.objects.filter(thread__thread_id=thread_id, kind="reasoning")
+    assert [(row.content, row.arguments) for row in stored.order_by("position")] == [
+        (REASONING, {"encryptedValue": thought["encryptedValue"]}),
+        ("", {"encryptedValue": redacted["encryptedValue"]}),
+    ]
 
 
 @pytest.mark.parametrize("version", JS_CLIENT_VERSIONS)

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from django import db as django_db
 
-from conversations.models import MessageKind, RunStatus, ThreadStatus
+from conversations.models import SET_ASIDE_KINDS, RunStatus, ThreadStatus
 from conversations.store.grouped import Grouped, PerLoop
 from conversations.store.pg.params import json_rows
 from conversations.store.pg.pools import POOLS
@@ -36,6 +36,10 @@ class LookUp(NamedTuple):
 # in one statement (grouped.py): each statement costs the runtime a send and PostgreSQL a
 # round of its protocol, far more than a few more rows. The kinds and statuses are literals,
 # so that a generic plan can use the partial indexes they match.
+# The kinds a history may leave out (conversations.models), as an SQL list: the same list
+# as the partial index message_set_aside's, so that the count below is read from it.
+_SET_ASIDE = ", ".join(f"'{kind.value}'" for kind in SET_ASIDE_KINDS)
+
 _LOOK_THREADS = f"""
 WITH asked AS (
     SELECT x.n, x.e->>0 AS thread_id, (x.e->>1)::bigint AS owner_id, x.e->>2 AS agent_name,
@@ -78,11 +82,11 @@ SELECT t.n, t.id, t.owner_id, t.title,
         AND r.status IN ('{RunStatus.PENDING.value}', '{RunStatus.RUNNING.value}')),
     found.missing,
     json_build_array(found.current_sent, found.restore),
-    -- The thread's messages set aside (superseded, agent states), in their partial index
+    -- The thread's messages set aside (superseded, agent states, reasoning), in their partial index
     -- message_set_aside: with the last position, a bound on its current messages that never
     -- reads them.
     (SELECT count(*) FROM {MESSAGE} m
-      WHERE m.thread_id = t.id AND (m.superseded OR m.kind = '{MessageKind.AGENT_STATE.value}')),
+      WHERE m.thread_id = t.id AND (m.superseded OR m.kind IN ({_SET_ASIDE}))),
     (SELECT max(m.position) FROM {MESSAGE} m WHERE m.thread_id = t.id),
     (SELECT s.state FROM {AGENT_STATE} s WHERE s.thread_id = t.id AND s.agent_name = t.state_of
       ORDER BY s.id DESC LIMIT 1),
@@ -99,7 +103,7 @@ def _found(join: str, *, matched: str) -> str:
 CROSS JOIN LATERAL (
     SELECT json_agg(sent.message_id) FILTER (WHERE {matched} IS NULL) AS missing,
         count({matched}) FILTER (
-            WHERE NOT m.superseded AND m.kind <> '{MessageKind.AGENT_STATE.value}'
+            WHERE NOT m.superseded AND m.kind NOT IN ({_SET_ASIDE})
         ) AS current_sent,
         json_agg(sent.message_id) FILTER (WHERE m.superseded) AS restore
     FROM jsonb_array_elements_text(t.ids) AS sent(message_id)

@@ -12,7 +12,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from conversations.models import MessageKind
+from conversations.models import SET_ASIDE_KINDS, MessageKind
 from conversations.store.grouped import Grouped, PerLoop
 from conversations.store.pg.params import json_rows
 from conversations.store.pg.pools import POOLS
@@ -141,10 +141,20 @@ async def supersede_messages(
     they are superseded, kept for the record; ones it sends again (``restore``) are current
     again. Rare: a history that extends what is stored touches nothing here."""
     if supersede:
+        # The reasoning of a run whose messages are superseded goes with them.
         await cur.execute(
-            f"UPDATE {MESSAGE} SET superseded = true WHERE thread_id = %s AND NOT superseded"
-            " AND kind <> %s AND NOT (message_id = ANY(%s))",
-            (thread_pk, str(MessageKind.AGENT_STATE), incoming),
+            f"WITH gone AS (UPDATE {MESSAGE} SET superseded = true"
+            " WHERE thread_id = %s AND NOT superseded"
+            " AND NOT (kind = ANY(%s)) AND NOT (message_id = ANY(%s)) RETURNING run_id)"
+            f" UPDATE {MESSAGE} SET superseded = true WHERE thread_id = %s AND NOT superseded"
+            " AND kind = %s AND run_id IN (SELECT run_id FROM gone)",
+            (
+                thread_pk,
+                [str(kind) for kind in SET_ASIDE_KINDS],
+                incoming,
+                thread_pk,
+                str(MessageKind.REASONING),
+            ),
         )
     if restore:
         await cur.execute(

@@ -76,3 +76,18 @@ def test_the_thread_endpoint_shape_lists_calls_as_name_and_args() -> None:
             "toolCalls": [{"id": "c1", "name": "sayHello", "args": '{"name":"Bob"}'}],
         }
     ]
+
+
+def test_stored_reasoning_is_listed_for_a_thread_not_in_a_runs_input() -> None:
+    sealed = '{"anthropic.signature":"sig"}'
+    rows = [
+        row("u1", "text", role="user", content="Hi"),
+        row("r1", "reasoning", role="reasoning", content="Thinking."),
+        row("r2", "reasoning", role="reasoning", content="", arguments={"encryptedValue": sealed}),
+        row("a1", "text", role="assistant", content="Hello"),
+    ]
+    assert [m["role"] for m in agui_messages(rows)] == ["user", "assistant"]
+    assert agui_messages(rows, reasoning=True)[1:3] == [
+        {"id": "r1", "role": "reasoning", "content": "Thinking."},
+        {"id": "r2", "role": "reasoning", "content": "", "encryptedValue": sealed},
+    ]
