@@ -24,6 +24,7 @@ from agents.langgraph_platform.client import deployment_client
 from agents.langgraph_platform.config import Deployment, langgraph_target
 from agents.langgraph_platform.events import AGENT_ERROR_CODE, LangGraphRunMapper
 from agents.langgraph_platform.messages import langgraph_messages
+from agents.media import only, refused_media
 from agents.registry import AgentSpec
 from agents.runners.context import TurnContext
 from agents.runners.stream import AgentStream, normalized_events
@@ -163,5 +164,12 @@ async def langgraph_agent_events(spec: AgentSpec, turn: TurnContext) -> AsyncIte
         agent_name=spec.name,
         before_server_action=turn.before_server_action,
     )
-    async for event in normalized_events(_stream(spec, deployment, assistant, turn), stream):
+    refused = refused_media(
+        messages=turn.request.messages,
+        carried=frozenset(),
+        agent_name=spec.name,
+        label="a LangGraph Platform agent",
+    )
+    source = _stream(spec, deployment, assistant, turn) if refused is None else only(refused)
+    async for event in normalized_events(source, stream):
         yield event

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import orjson
 
+from agents.media import only, refused_media
 from agents.peer_events.copilotkit import runtime_event_line
 from agents.peer_events.langgraph import LangGraphEventMapper
 from agents.peer_http import TIMEOUT_CODE, PeerCallContext, PeerError, peer_stream
@@ -149,7 +150,13 @@ async def json_line_events(
 
 async def remote_agent_events(spec: AgentSpec, turn: TurnContext) -> AsyncIterator[Event]:
     endpoint, remote_name = remote_agent_target(spec)
-    body = await _execute_body(spec, remote_name, turn)
+    refused = refused_media(
+        messages=turn.request.messages,
+        carried=frozenset({"image"}),
+        agent_name=spec.name,
+        label="a remote endpoint agent",
+    )
+    body = await _execute_body(spec, remote_name, turn) if refused is None else {}
     context = PeerCallContext(
         peer_name=endpoint.name,
         url=endpoint.peer.url_for("agents/execute"),
@@ -163,6 +170,10 @@ async def remote_agent_events(spec: AgentSpec, turn: TurnContext) -> AsyncIterat
         server_actions=await turn.server_actions(),
         before_server_action=turn.before_server_action,
     )
-    source = json_line_events(endpoint, path="agents/execute", body=body, context=context)
+    source = (
+        json_line_events(endpoint, path="agents/execute", body=body, context=context)
+        if refused is None
+        else only(refused)
+    )
     async for event in normalized_events(source, stream):
         yield event

@@ -23,6 +23,7 @@ from copilot_runtime.events import (
     RunError,
     TextStart,
 )
+from copilot_runtime.events.request import InputMessage
 from tests.support.agent_turns import agent_request, run_turn, streamed_text, text
 from tests.support.fixture_peer import FixturePeer, Reply, fixture_lines
 
@@ -264,3 +265,31 @@ async def test_discovery_is_cached_per_properties_for_its_ttl(remote_agent: Fixt
     infos = remote_agent.requests_to(INFO)
     assert [r.body["properties"] for r in infos] == [{"tenant": "a"}, {"tenant": "b"}]
     assert infos[0].body["frontendUrl"] == "http://127.0.0.1/app"
+
+
+async def test_a_document_for_a_remote_agent_is_refused_before_the_endpoint_is_called(
+    remote_agent: FixturePeer,
+) -> None:
+    request = agent_request("planner", [text("u1", "Summarise the attachment.")])
+    request.messages.append(
+        InputMessage(
+            id="u1-document-1",
+            kind="document",
+            role="user",
+            content="report.pdf",
+            image_format="application/pdf",
+            image_bytes="JVBERi0xLjQ=",
+            parent_message_id="u1",
+        )
+    )
+
+    events, run = await run_turn(request)
+
+    assert run.status == RunStatus.FAILED
+    assert run.error_code == "UNSUPPORTED_CONTENT"
+    error = next(e for e in events if isinstance(e, RunError))
+    assert error.message == (
+        "The agent 'planner' (a remote endpoint agent) cannot be sent documents; "
+        "send the message without them."
+    )
+    assert remote_agent.requests_to(EXECUTE) == []

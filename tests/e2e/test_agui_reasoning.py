@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from conversations.models import Message
-
 from tests.e2e.agui_client import run_agui, step_types
 from tests.e2e.js_client import JS_CLIENT_VERSIONS, run_js
 from tests.support.generate_e2e import generate_command, generate_data, server_env, text_input

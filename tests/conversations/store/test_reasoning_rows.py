@@ -20,7 +20,9 @@ from tests.conversations.store.test_pg_store import history, messages_of, never_
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-async def _turn(store: Any, thread_id: str, messages: list[Any], output: list[OutputMessage]) -> None:
+async def _turn(
+    store: Any, thread_id: str, messages: list[Any], output: list[OutputMessage]
+) -> None:
     prepared = await store.prepare(turn=record(thread_id, [*messages]), reap=never_reap)
     if prepared.stored is not None:
         await prepared.stored
