@@ -28,7 +28,7 @@ from copilot_runtime.adapters.base import (
     UsageChunk,
 )
 from copilot_runtime.adapters.errors import AdapterSettingError
-from copilot_runtime.adapters.openai_adapter import without_thinking
+from copilot_runtime.adapters.openai_adapter import with_text_documents_inlined, without_thinking
 
 # What providers call the end of a reply, in OpenAI's words (what the engine speaks).
 _FINISH_REASONS = {
@@ -155,7 +155,9 @@ class LangChainAdapter:
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
         # Anthropic's thinking blocks are the Anthropic adapter's own (a thread that changed
         # models may carry some): LangChain would refuse the unknown field.
-        messages = self._convert(without_thinking(request.messages))
+        # Text documents are inlined as the chat completions adapter inlines them: LangChain's
+        # integrations take files as PDFs at most.
+        messages = self._convert(with_text_documents_inlined(without_thinking(request.messages)))
         runnable = self._runnable(request)
         finish: str | None = None
         usage: UsageChunk | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
@@ -146,3 +147,29 @@ async def test_reasoning_in_each_form_langchain_gives_it_streams_before_the_text
     kinds = [type(c) for c in chunks]
     assert kinds.index(TextChunk) > max(i for i, k in enumerate(kinds) if k is ReasoningChunk)
     assert "".join(c.delta for c in chunks if isinstance(c, TextChunk)) == "Done"
+
+
+async def test_url_images_and_documents_reach_the_model_and_text_documents_are_inlined(
+    fake_upstream: Any,
+) -> None:
+    adapter = adapter_on(fake_upstream)
+    fake_upstream.script({"text": "Seen."})
+    pdf = "data:application/pdf;base64,JVBERi0xLjQ="
+    notes = "data:text/plain;base64," + base64.b64encode(b"Buy milk.").decode()
+    parts = [
+        {"type": "text", "text": "Look at these."},
+        {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
+        {"type": "file", "file": {"filename": "report.pdf", "file_data": pdf}},
+        {"type": "file", "file": {"filename": "notes.txt", "file_data": notes}},
+    ]
+
+    chunks = await chunks_of(adapter, ModelRequest(messages=[{"role": "user", "content": parts}]))
+
+    assert "".join(c.delta for c in chunks if isinstance(c, TextChunk)) == "Seen."
+    [sent] = fake_upstream.requests()[-1]["messages"]
+    assert sent["content"] == [
+        {"type": "text", "text": "Look at these."},
+        {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
+        {"type": "file", "file": {"filename": "report.pdf", "file_data": pdf}},
+        {"type": "text", "text": "File notes.txt:\nBuy milk."},
+    ]
