@@ -22,6 +22,7 @@ from copilot_runtime.adapters.base import (
     ModelChunk,
     ModelRequest,
     ReasoningChunk,
+    ReasoningSealChunk,
     TextChunk,
     ToolCallChunk,
     UpstreamError,
@@ -29,6 +30,10 @@ from copilot_runtime.adapters.base import (
 )
 from copilot_runtime.adapters.errors import AdapterSettingError
 from copilot_runtime.adapters.openai_adapter import with_text_documents_inlined, without_thinking
+from copilot_runtime.events.reasoning import THINKING_BLOCKS
+
+# The LangChain model types (``_llm_type``) that take Anthropic's thinking blocks back.
+_THINKING_MODEL_TYPES = frozenset({"anthropic-chat"})
 
 # What providers call the end of a reply, in OpenAI's words (what the engine speaks).
 _FINISH_REASONS = {
@@ -104,6 +109,41 @@ def _reasoning_of(chunk: Any) -> str:
     return "".join(parts)
 
 
+def _seals_of(content: list[Any]) -> list[ReasoningSealChunk]:
+    """The ends of Anthropic thinking blocks in a chunk's content (langchain-anthropic streams
+    a block's signature as a part of its own), and redacted blocks."""
+    seals: list[ReasoningSealChunk] = []
+    for part in content:
+        if not isinstance(part, dict):
+            continue
+        kind = part.get("type")
+        if kind == "thinking" and part.get("signature"):
+            seals.append(ReasoningSealChunk(signature=str(part["signature"])))
+        elif kind == "redacted_thinking" and part.get("data"):
+            seals.append(ReasoningSealChunk(redacted=str(part["data"])))
+    return seals
+
+
+def with_thinking_as_content(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with each assistant message's thinking blocks put first in its content
+    (then its text), as langchain-anthropic reads an AI message's thinking back."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        blocks = message.get(THINKING_BLOCKS) if isinstance(message, dict) else None
+        if not blocks:
+            out.append(message)
+            continue
+        content: list[Any] = list(blocks)
+        text = message.get("content")
+        if isinstance(text, list):
+            content.extend(text)
+        elif text:
+            content.append({"type": "text", "text": text})
+        kept = {key: value for key, value in message.items() if key != THINKING_BLOCKS}
+        out.append({**kept, "content": content})
+    return out
+
+
 def _upstream_error(exc: Exception) -> UpstreamError:
     """A provider's failure as the runtime's codes, by the HTTP status its SDK reports."""
     status = getattr(exc, "status_code", None) or getattr(
@@ -140,6 +180,7 @@ class LangChainAdapter:
         self.default_model = model or _model_name(self._model)
         # The AI SDK's naming: the model's own kind ("openai-chat", "anthropic-chat"...).
         self.provider = f"langchain.{getattr(self._model, '_llm_type', 'chat')}"
+        self._keeps_thinking = getattr(self._model, "_llm_type", "") in _THINKING_MODEL_TYPES
 
     def _runnable(self, request: ModelRequest) -> Any:
         if not request.tools:
@@ -155,9 +196,16 @@ class LangChainAdapter:
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
         # Anthropic's thinking blocks are the Anthropic adapter's own (a thread that changed
         # models may carry some): LangChain would refuse the unknown field.
-        # Text documents are inlined as the chat completions adapter inlines them: LangChain's
-        # integrations take files as PDFs at most.
-        messages = self._convert(with_text_documents_inlined(without_thinking(request.messages)))
+        # Anthropic's signed thinking goes back to an Anthropic model, as content blocks of the
+        # AI message (langchain-anthropic's form); any other model would refuse them. Text
+        # documents are inlined as for chat completions: LangChain's integrations take PDFs at
+        # most.
+        history = (
+            with_thinking_as_content(request.messages)
+            if self._keeps_thinking
+            else without_thinking(request.messages)
+        )
+        messages = self._convert(with_text_documents_inlined(history))
         runnable = self._runnable(request)
         finish: str | None = None
         usage: UsageChunk | None = None
@@ -167,6 +215,9 @@ class LangChainAdapter:
                 reasoning = _reasoning_of(chunk)
                 if reasoning:
                     yield ReasoningChunk(reasoning)
+                if type(chunk.content) is list:
+                    for seal in _seals_of(chunk.content):
+                        yield seal
                 text = _text_of(chunk.content)
                 if text:
                     yield TextChunk(text)

@@ -64,3 +64,37 @@ def scripted_reasoning_model() -> Any:
                 yield ChatGenerationChunk(message=chunk)
 
     return ScriptedReasoning()
+
+
+# What the recording model was sent, call by call (its messages as LangChain objects).
+RECORDED: list[list[Any]] = []
+
+
+def recording_anthropic_model() -> Any:
+    """A LangChain chat model of langchain-anthropic's type (``anthropic-chat``) that records
+    what it is sent and streams signed thinking, a redacted block, then text."""
+    from langchain_core.language_models.chat_models import BaseChatModel
+    from langchain_core.messages import AIMessage, AIMessageChunk
+    from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+
+    script = [
+        AIMessageChunk(content=[{"type": "thinking", "thinking": "Plan.", "index": 0}]),
+        AIMessageChunk(content=[{"type": "thinking", "signature": "SIG", "index": 0}]),
+        AIMessageChunk(content=[{"type": "redacted_thinking", "data": "ENC", "index": 1}]),
+        AIMessageChunk(content=[{"type": "text", "text": "Done", "index": 2}]),
+    ]
+
+    class RecordingAnthropic(BaseChatModel):
+        @property
+        def _llm_type(self) -> str:
+            return "anthropic-chat"
+
+        def _generate(self, messages: Any, stop: Any = None, **kwargs: Any) -> ChatResult:
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(content="Done"))])
+
+        async def _astream(self, messages: Any, stop: Any = None, **kwargs: Any) -> Any:
+            RECORDED.append(list(messages))
+            for chunk in script:
+                yield ChatGenerationChunk(message=chunk)
+
+    return RecordingAnthropic()

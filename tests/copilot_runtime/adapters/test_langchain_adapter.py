@@ -11,6 +11,7 @@ from copilot_runtime.adapters.base import (
     FinishChunk,
     ModelRequest,
     ReasoningChunk,
+    ReasoningSealChunk,
     TextChunk,
     ToolCallChunk,
     UpstreamError,
@@ -18,6 +19,7 @@ from copilot_runtime.adapters.base import (
 )
 from copilot_runtime.adapters.kinds import AdapterSettingError, adapter_build
 from copilot_runtime.events.reasoning import THINKING_BLOCKS
+from tests.support.langchain_models import RECORDED
 
 FACTORY = "tests.support.langchain_models.fake_chat_openai"
 LOOKUP = {
@@ -173,3 +175,33 @@ async def test_url_images_and_documents_reach_the_model_and_text_documents_are_i
         {"type": "file", "file": {"filename": "report.pdf", "file_data": pdf}},
         {"type": "text", "text": "File notes.txt:\nBuy milk."},
     ]
+
+
+async def test_an_anthropic_models_signed_thinking_is_sealed_and_goes_back_as_content() -> None:
+    adapter = adapter_build(
+        {"kind": "langchain", "factory": "tests.support.langchain_models.recording_anthropic_model"}
+    )
+    thinking = {"type": "thinking", "thinking": "Earlier plan.", "signature": "OLD"}
+    call = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+    history = [
+        {"role": "user", "content": "Hi"},
+        {
+            "role": "assistant",
+            "content": "Looking.",
+            "tool_calls": [call],
+            THINKING_BLOCKS: [thinking],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "found"},
+    ]
+    RECORDED.clear()
+
+    chunks = await chunks_of(adapter, ModelRequest(messages=history))
+
+    seals = [c for c in chunks if isinstance(c, ReasoningSealChunk)]
+    assert seals == [ReasoningSealChunk(signature="SIG"), ReasoningSealChunk(redacted="ENC")]
+    kinds = [type(c) for c in chunks]
+    assert kinds.index(ReasoningChunk) < kinds.index(ReasoningSealChunk) < kinds.index(TextChunk)
+    [sent] = RECORDED
+    assistant = sent[1]
+    assert assistant.content == [thinking, {"type": "text", "text": "Looking."}]
+    assert [c["id"] for c in assistant.tool_calls] == ["c1"]
