@@ -137,6 +137,7 @@ class Translator:
         self.run_id = run_id
         self.state_deltas = state_deltas
         self.client_state = client_state
+        self.state_sent = False  # a state event went out in this run
         # Open text messages (id -> their start event) and tool calls (id -> start event).
         self.open_text: dict[str, dict[str, Any]] = {}
         self.open_tools: dict[str, dict[str, Any]] = {}
@@ -288,11 +289,14 @@ class Translator:
         if not self.state_deltas:
             return [{"type": STATE_SNAPSHOT, "snapshot": state}]
         held, self.client_state = self.client_state, state
+        first, self.state_sent = not self.state_sent, True
         if held is None or replaced:
             return [{"type": STATE_SNAPSHOT, "snapshot": state}]
         if delta is not None and _patched(held, delta) == state:
-            # The agent's own patch, as it sent it, when it takes the client's state there.
-            return [{"type": STATE_DELTA, "delta": delta}]
+            # The agent's own patch, as it sent it, when it takes the client's state there;
+            # the run's first one after the state it starts from, as TS's built-in agent sends.
+            patch = {"type": STATE_DELTA, "delta": delta}
+            return [{"type": STATE_SNAPSHOT, "snapshot": held}, patch] if first else [patch]
         delta = patch_between(held, state)
         if not delta:
             return []  # the client already holds this state

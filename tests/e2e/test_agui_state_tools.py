@@ -64,8 +64,15 @@ def test_the_model_edits_the_clients_state_with_deltas_and_snapshots(
 
     assert result["errors"] == []
     first, second, replayed = result["steps"]
-    # TS's order: the call, the state it made, the call's result; no further model step.
-    assert _kinds(first) == ["TOOL_CALL_START", "TOOL_CALL_END", "STATE_DELTA", "TOOL_CALL_RESULT"]
+    # TS's order: the call, the state the run's first patch starts from and the patch, the
+    # call's result; no further model step.
+    assert _kinds(first) == [
+        "TOOL_CALL_START",
+        "TOOL_CALL_END",
+        "STATE_SNAPSHOT",
+        "STATE_DELTA",
+        "TOOL_CALL_RESULT",
+    ]
     [sent_delta] = [e for e in first["events"] if e["type"] == "STATE_DELTA"]
     assert sent_delta["delta"] == [{"op": "add", "path": "/todos", "value": []}, *delta]
     [first_result] = [e for e in first["events"] if e["type"] == "TOOL_CALL_RESULT"]

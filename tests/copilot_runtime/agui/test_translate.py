@@ -342,3 +342,24 @@ def test_without_deltas_every_state_is_a_snapshot() -> None:
     t.translate(state(BIG))
     [event] = t.translate(state({**BIG, "stage": "review"}))
     assert event["type"] == "STATE_SNAPSHOT"
+
+
+def test_the_runs_first_own_patch_follows_the_state_it_starts_from_as_ts_sends_it() -> None:
+    t = Translator(thread_id="t-1", run_id="r-1", state_deltas=True, client_state={"a": 1})
+    add_b = [{"op": "add", "path": "/b", "value": 2}]
+    add_c = [{"op": "add", "path": "/c", "value": 3}]
+    first = t.translate(
+        AgentStateSnapshot(thread_id="t-1", agent_name="a", state={"a": 1, "b": 2}, delta=add_b)
+    )
+    second = t.translate(
+        AgentStateSnapshot(
+            thread_id="t-1", agent_name="a", state={"a": 1, "b": 2, "c": 3}, delta=add_c
+        )
+    )
+
+    assert first == [
+        {"type": "STATE_SNAPSHOT", "snapshot": {"a": 1}},
+        {"type": "STATE_DELTA", "delta": add_b},
+    ]
+    assert second == [{"type": "STATE_DELTA", "delta": add_c}]
+    assert_ag_ui_events([*first, *second])

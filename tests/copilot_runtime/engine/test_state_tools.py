@@ -262,15 +262,18 @@ async def test_a_delta_call_ends_the_turn_with_ts_s_events(fake_upstream: Any) -
     (snapshot,) = [e for e in events if isinstance(e, AgentStateSnapshot)]
     assert snapshot.state == {"a": 1, "b": {"c": [1, 2, 3]}}
     out = _agui(events, {"a": 1})
+    # The run's first patch comes after the state it starts from, as TS sends it.
     assert [e["type"] for e in out] == [
         "TOOL_CALL_START",
         "TOOL_CALL_END",
+        "STATE_SNAPSHOT",
         "STATE_DELTA",
         "TOOL_CALL_RESULT",
     ]
     assert out[0]["toolCallName"] == DELTA_TOOL
-    assert out[2]["delta"] == ops
-    assert orjson.loads(out[3]["content"]) == {"success": True, "delta": ops}
+    assert out[2]["snapshot"] == {"a": 1}
+    assert out[3]["delta"] == ops
+    assert orjson.loads(out[4]["content"]) == {"success": True, "delta": ops}
 
 
 async def test_a_snapshot_call_is_sent_as_a_snapshot(fake_upstream: Any) -> None:
