@@ -51,6 +51,8 @@ def message_as_copilotkit_json(message: Message) -> dict[str, Any] | None:
             "result": message.result,
         }
     if message.kind == MessageKind.IMAGE:
+        if message.image_bytes.startswith(("http://", "https://")):
+            return None  # a v2 client's image by URL: a v1 image message holds base64 bytes
         return {
             **base,
             "format": message.image_format,

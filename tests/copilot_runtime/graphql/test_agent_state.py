@@ -264,6 +264,33 @@ def test_image_message_json() -> None:
     ]
 
 
+def test_what_a_v1_message_cannot_hold_is_left_out() -> None:
+    # A v2 client's image by URL, its document and the model's reasoning: a v1 client has
+    # no message for them (its image message holds base64 bytes).
+    thread = thread_create()
+    message_row(thread=thread, position=0, message_id="u1", role="user", content="Look")
+    message_row(
+        thread=thread,
+        position=1,
+        kind="image",
+        role="user",
+        image_format="png",
+        image_bytes="https://example.com/cat.png",
+    )
+    message_row(
+        thread=thread,
+        position=2,
+        kind="document",
+        role="user",
+        content="a.pdf",
+        image_format="application/pdf",
+        image_bytes="JVBERi0=",
+    )
+    message_row(thread=thread, position=3, kind="reasoning", role="reasoning", content="Hm.")
+
+    assert [m["id"] for m in thread_messages_as_copilotkit_json(thread=thread)] == ["u1"]
+
+
 def test_agent_state_rows_are_not_messages() -> None:
     thread = thread_create()
     message_row(thread=thread, position=0, message_id="u1", role="user")
