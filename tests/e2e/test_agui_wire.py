@@ -74,3 +74,43 @@ def test_a_stop_while_the_model_is_silent_is_answered_before_the_run_ends(
     assert len(set(run_ids)) == STOPS
     assert [finished_run(run_id).status for run_id in run_ids] == [RunStatus.CANCELLED] * STOPS
     assert fake_upstream.stats()["client_closed"] >= STOPS
+
+
+def test_the_follow_up_of_a_frontend_tool_call_echoes_the_call_and_its_result(
+    server: ServedProcess, fake_upstream: FakeUpstream
+) -> None:
+    fake_upstream.script(
+        {"tool_calls": [{"name": "sayHello", "arguments": {"name": "Bob"}, "id": "call-hello"}]},
+        {"text": "I said hello to Bob"},
+        {"text": "Again"},
+    )
+    say_hello = {"name": "sayHello", "properties": {"name": "string"}, "result": "Said"}
+    result = run_agui(
+        command(
+            server,
+            {"op": "run", "message": {"id": "u1", "content": "Greet Bob"}},
+            {"op": "run", "message": {"id": "u2", "content": "Once more"}},
+            tools=[say_hello],
+        )
+    )
+
+    assert result["errors"] == []
+    echoes = [
+        event["input"]["messages"]
+        for step in result["steps"]
+        for event in step["events"]
+        if event["type"] == "RUN_STARTED"
+    ]
+    call = next(m for m in result["messages"] if m.get("toolCalls"))
+    tool_result = next(m for m in result["messages"] if m["role"] == "tool")
+    # What TypeScript 1.75 echoes for the same three runs (seen against its runtime): the
+    # user's message; then the call-only assistant message (its id only ever was a
+    # parentMessageId) with the tool's result; then the next user message alone.
+    assert echoes == [
+        [{"id": "u1", "role": "user", "content": "Greet Bob"}],
+        [call, tool_result],
+        [{"id": "u2", "role": "user", "content": "Once more"}],
+    ]
+    assert set(call) == {"id", "role", "toolCalls"}
+    assert call["toolCalls"][0]["id"] == "call-hello"
+    assert tool_result["toolCallId"] == "call-hello"
