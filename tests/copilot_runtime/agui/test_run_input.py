@@ -357,8 +357,7 @@ def test_the_echo_keeps_what_is_new_to_the_thread_and_what_it_does_not_store() -
 def test_a_new_tool_result_brings_the_call_only_message_that_made_its_call() -> None:
     def calls(*ids: str) -> list[dict[str, Any]]:
         return [
-            {"id": i, "type": "function", "function": {"name": "f", "arguments": "{}"}}
-            for i in ids
+            {"id": i, "type": "function", "function": {"name": "f", "arguments": "{}"}} for i in ids
         ]
 
     messages = [
