@@ -98,6 +98,7 @@ globalThis.fetch = async (input, init = {}) => {
 };
 
 function startRecording() {
+  moment = 0;  // each command counts from its start: served and one-shot answers are alike
   const recorder = { exchanges: [], pending: [] };
   recorder.settle = () => Promise.allSettled(recorder.pending);
   activeRecorder = recorder;
