@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from conversations.models import RunStatus
-from tests.e2e.agui_client import run_agui
+from tests.e2e.agui_client import run_agui, step_types
 from tests.support.generate_e2e import finished_run
 
 if TYPE_CHECKING:
@@ -66,6 +66,7 @@ def test_a_stop_while_the_model_is_silent_is_answered_before_the_run_ends(
     run_ids = []
     for step, stop in zip(result["steps"], stops, strict=True):
         assert step.get("error") is None, step
+        assert step_types(step) == ["RUN_STARTED", "RUN_FINISHED"]  # as from TypeScript
         assert stop.get("status") == 200, stop  # no status: the client never heard the answer
         assert json.loads(stop["responseText"]) == STOPPED
         # The client heard the stop's answer before it saw its run end.
