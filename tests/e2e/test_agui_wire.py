@@ -47,9 +47,28 @@ def command(server: ServedProcess, *steps: dict[str, Any], **extra: Any) -> dict
     }
 
 
+def stop_exchanges(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The stop requests: ``/agent/<id>/stop/<thread>``, or the envelope's ``agent/stop``."""
+    return [
+        e
+        for e in result["http"]
+        if "/stop/" in e["url"]
+        or (
+            isinstance(e.get("requestBody"), dict)
+            and e["requestBody"].get("method") == "agent/stop"
+        )
+    ]
+
+
+def stopped_run_id(stop: dict[str, Any]) -> str:
+    sent = stop["requestBody"]
+    return sent["body"]["runId"] if "method" in sent else sent["runId"]
+
+
 @pytest.mark.timeout(180)
+@pytest.mark.parametrize(("transport", "stops"), [("rest", STOPS), ("single", 5)])
 def test_a_stop_while_the_model_is_silent_is_answered_before_the_run_ends(
-    server: ServedProcess, fake_upstream: FakeUpstream
+    server: ServedProcess, fake_upstream: FakeUpstream, transport: str, stops: int
 ) -> None:
     steps = [
         {
@@ -57,24 +76,24 @@ def test_a_stop_while_the_model_is_silent_is_answered_before_the_run_ends(
             "message": {"id": f"u{index}", "content": fake({"hang": True})},
             "afterRunStartedMs": 300,
         }
-        for index in range(STOPS)
+        for index in range(stops)
     ]
-    result = run_agui(command(server, *steps), timeout=150)
+    result = run_agui(command(server, *steps, runtimeTransport=transport), timeout=150)
 
-    stops = [e for e in result["http"] if "/stop/" in e["url"]]
-    assert len(stops) == STOPS
+    assert result["transport"] == transport
+    answers = stop_exchanges(result)
+    assert len(answers) == stops
     run_ids = []
-    for step, stop in zip(result["steps"], stops, strict=True):
+    for step, stop in zip(result["steps"], answers, strict=True):
         assert step.get("error") is None, step
         assert step_types(step) == ["RUN_STARTED", "RUN_FINISHED"]  # as from TypeScript
         assert stop.get("status") == 200, stop  # no status: the client never heard the answer
         assert json.loads(stop["responseText"]) == STOPPED
         # The client heard the stop's answer before it saw its run end.
         assert stop["answeredAt"] < step["endedAt"], (stop, step["endedAt"])
-        run_ids.append(stop["requestBody"]["runId"])
-    assert len(set(run_ids)) == STOPS
-    assert [finished_run(run_id).status for run_id in run_ids] == [RunStatus.CANCELLED] * STOPS
-    assert fake_upstream.stats()["client_closed"] >= STOPS
+        run_ids.append(stopped_run_id(stop))
+    assert len(set(run_ids)) == stops
+    assert [finished_run(run_id).status for run_id in run_ids] == [RunStatus.CANCELLED] * stops
 
 
 def test_the_follow_up_of_a_frontend_tool_call_echoes_the_call_and_its_result(
