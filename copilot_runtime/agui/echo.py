@@ -39,7 +39,8 @@ def echoed_input(
     raw: dict[str, Any], new_message_ids: Iterable[str], history: KnownHistory | None = None
 ) -> dict[str, Any]:
     """The run input RUN_STARTED echoes: only the messages new to the thread, as the TypeScript
-    runtime sends it (the client already has the rest). Messages the thread does not store
+    runtime sends it (the client already has the rest), and with a new tool result the
+    assistant message without text that made its call. Messages the thread does not store
     (system, developer, activity, reasoning) cannot be told apart and are echoed.
 
     A history re-sent with the next turn is the same message objects (``history``): its
@@ -77,6 +78,17 @@ def echoed_input(
     if kept is not None:
         echoed.extend(kept.always)
     chosen = set(echoed)  # a message with two new ids is found twice
+    for index in [i for i in chosen if messages[i]["role"] == "tool"]:
+        # A new tool result brings the assistant message that made its call, when that one has
+        # no text: TypeScript knows a message by the ids its events carried, and a call-only
+        # message's id was only ever a TOOL_CALL_START's parentMessageId. So it echoes that
+        # message in the follow-up run of a frontend tool call, with the result.
+        holder = by_id.get(messages[index].get("toolCallId") or "")
+        if holder is None:
+            continue
+        made_by = messages[holder]
+        if made_by["role"] == "assistant" and not made_by.get("content"):
+            chosen.add(holder)
     if len(chosen) == len(messages):
         return raw
     return {**raw, "messages": [messages[index] for index in sorted(chosen)]}

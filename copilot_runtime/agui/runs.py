@@ -38,6 +38,11 @@ from copilot_runtime.agui.run_input import (
     turn_request_from_run_input,
     without_system_messages,
 )
+from copilot_runtime.agui.stop_answers import (
+    StopAnswer,
+    stop_answer_pending,
+    stop_answer_wait,
+)
 from copilot_runtime.auth import Caller
 from copilot_runtime.conf import disconnect_policy
 from copilot_runtime.engine.chat import ChatTurn, chat_turn_events
@@ -121,6 +126,9 @@ async def _run_events(
             # ends must not find the thread still busy. Nothing is encoded after the terminal
             # event.
             last = batch[-1] is None or any(type(event) is RunFinished for event in batch)
+            if stop_answer_pending(started.run_id):
+                # Its stop is being answered: that answer goes out first (stop_answers.py).
+                await stop_answer_wait(started.run_id)
             if chunk:
                 yield LastChunk(chunk) if last else chunk
             if last:
@@ -216,14 +224,25 @@ async def handle_stop(*, caller: Caller, agent_id: str, thread_id: str, body: An
     run_ids = await db_sync_to_async(active_run_ids_for_caller)(
         user=caller.user, thread_id=thread_id, run_id=run_id if isinstance(run_id, str) else None
     )
-    stopped = False
-    for active in run_ids:
-        stopped = await run_cancel(run_id=active) or stopped
+    if not run_ids:
+        return json_response(_not_stopped(thread_id))
+    # From here until this answer is sent, the streams of these runs hold their bytes: the
+    # client hears that its stop worked before it sees its run end, as from TypeScript.
+    answer = StopAnswer(tuple(run_ids))
+    try:
+        stopped = False
+        for active in run_ids:
+            stopped = await run_cancel(run_id=active) or stopped
+    except BaseException:
+        answer.drop()
+        raise
     if not stopped:
-        return json_response(
-            {"stopped": False, "message": f"No active run for thread '{thread_id}'."}
-        )
-    return json_response({"stopped": True, "interrupt": STOPPED_INTERRUPT})
+        return answer.response(_not_stopped(thread_id))
+    return answer.response({"stopped": True, "interrupt": STOPPED_INTERRUPT})
+
+
+def _not_stopped(thread_id: str) -> dict[str, Any]:
+    return {"stopped": False, "message": f"No active run for thread '{thread_id}'."}
 
 
 # --- suggest ----------------------------------------------------------------------------------

@@ -109,13 +109,19 @@ def _body_refused(refusal: BodyRefusal) -> HttpResponse:
     return responses.invalid_body(refusal.message)
 
 
+def envelope_not_json() -> HttpResponse:
+    """A body not declared as JSON on the shared URL: the TypeScript single route's 415, byte
+    for byte (it checks the content type before reading a byte of the body)."""
+    return responses.invalid_request(ENVELOPE_NOT_JSON, status=415)
+
+
 def envelope_body_refused(refusal: BodyRefusal) -> HttpResponse:
     """The shared URL's unreadable body, in the single-route envelope's words (a GraphQL
     client always sends JSON), with the runtime's own explanation in ``details``."""
     if refusal.status == 413:
         return refusal.response()
     if refusal.status == 415:
-        return responses.invalid_request(ENVELOPE_NOT_JSON, status=415, details=refusal.message)
+        return envelope_not_json()
     return responses.invalid_request(ENVELOPE_INVALID_JSON, details=refusal.message)
 
 

@@ -1,9 +1,10 @@
 """``/api/copilotkit``: one URL for both CopilotKit protocols.
 
 A POST whose JSON body has ``query`` is GraphQL (v1); one with ``method`` is the v2
-single-route envelope; JSON with neither is a 400, a non-JSON body a 415 (both in the
-envelope's error shape, as the TypeScript runtime answers on its single route). Sub-paths
-(``/info``, ``/agent/...``, ``/threads...``) are the v2 REST routes.
+single-route envelope; JSON with neither is a 400, a body not declared as JSON a 415 (both
+in the envelope's error shape, as the TypeScript runtime answers on its single route; a
+text/plain body is still read as GraphQL when it is JSON, as ``fetch()`` without headers
+sends it). Sub-paths (``/info``, ``/agent/...``, ``/threads...``) are the v2 REST routes.
 """
 
 from __future__ import annotations
@@ -53,6 +54,11 @@ async def _dispatch(request: HttpRequest) -> HttpResponse:
     if isinstance(parsed, BodyRefusal):
         return agui_views.envelope_body_refused(parsed)
     body = parsed.value
+    is_graphql = isinstance(body, dict) and "query" in body
+    if not parsed.declared_json and not is_graphql:
+        # GraphQL is tolerated as text/plain; the envelope, as on the TypeScript runtime's
+        # single route, is JSON only.
+        return agui_views.envelope_not_json()
     if not isinstance(body, dict) or not ({"query", "method"} & body.keys()):
         return json_error(
             400,
@@ -60,7 +66,7 @@ async def _dispatch(request: HttpRequest) -> HttpResponse:
             "Expected a JSON object with 'query' (GraphQL) or 'method' (single-route envelope).",
         )
 
-    if "query" in body:
+    if is_graphql:
         if streams_over_wsgi(request, streaming="generateCopilotResponse" in str(body["query"])):
             return asgi_required()
         try:

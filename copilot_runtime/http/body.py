@@ -13,12 +13,16 @@ from copilot_runtime.client_numbers import ClientNumberError, parse_client_int
 from copilot_runtime.conf import runtime_setting
 from copilot_runtime.http.responses import json_error
 
-_JSON_CONTENT_TYPES = ("application/json", "application/graphql-response+json", "text/plain")
+_JSON_CONTENT_TYPES = ("application/json", "application/graphql-response+json")
+_TEXT_PLAIN = "text/plain"
 
 
 @dataclass(frozen=True)
 class JsonBody:
     value: Any
+    # False when the body came as text/plain (tolerated for ``fetch()`` without headers): the
+    # single-route envelope, which the TypeScript runtime takes as JSON only, refuses it.
+    declared_json: bool = True
 
 
 def too_large(limit: int) -> BodyRefusal:
@@ -80,6 +84,14 @@ class BodyRefusal:
         return json_error(self.status, self.error, self.message)
 
 
+def not_json(more: str = "") -> BodyRefusal:
+    return BodyRefusal(
+        415,
+        "unsupported_media_type",
+        "The runtime accepts JSON request bodies only (Content-Type: application/json)." + more,
+    )
+
+
 def read_json_body(request: HttpRequest) -> JsonBody | BodyRefusal:
     """The parsed JSON body, or why it is refused."""
     limit = int(runtime_setting("MAX_BODY_BYTES"))
@@ -97,20 +109,21 @@ def read_json_body(request: HttpRequest) -> JsonBody | BodyRefusal:
 
     content_type = (request.content_type or "").lower()
     declared_json = content_type.endswith("json") or content_type in _JSON_CONTENT_TYPES
-    if not declared_json:
-        # Only JSON is spoken here; text/plain is tolerated because fetch() without headers
-        # sends it, and it is still parsed as JSON.
-        return BodyRefusal(
-            415,
-            "unsupported_media_type",
-            "The runtime accepts JSON request bodies only (Content-Type: application/json).",
-        )
+    if not declared_json and content_type != _TEXT_PLAIN:
+        return not_json()
+    # text/plain is tolerated because fetch() without headers sends it, as long as the body is
+    # JSON; a text/plain body that is not JSON is what a wrong content type looks like: a 415,
+    # as the TypeScript runtime answers, where a JSON content type keeps the 400 below.
     if not raw.strip():
+        if not declared_json:
+            return not_json()
         return BodyRefusal(400, "invalid_request", "The request body is empty; JSON was expected.")
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
+        if not declared_json:
+            return not_json(f" The body is not JSON either: {exc}")
         return BodyRefusal(400, "invalid_json", f"The request body is not valid JSON: {exc}")
     if not json_writable(value):
         return BodyRefusal(400, "invalid_json", TOO_DEEP)
-    return JsonBody(value)
+    return JsonBody(value, declared_json=declared_json)

@@ -156,13 +156,40 @@ async def test_invalid_json_is_400_with_the_parsers_message_in_details(path: str
     assert "not valid JSON" in payload["details"]
 
 
-async def test_the_envelope_refuses_a_non_json_body_with_415_in_its_own_shape() -> None:
-    response = await AsyncClient().post(BASE, b"hello", content_type="text/html")
+# The TypeScript single route's 415, byte for byte (what TS 1.75 sends for text/plain "hello").
+TS_415 = b'{"error":"invalid_request","message":"Single-route endpoint expects JSON payloads"}'
+
+
+@pytest.mark.parametrize(
+    ("content_type", "data"),
+    [
+        ("text/plain", b"hello"),
+        ("text/plain;charset=UTF-8", b"hello"),  # what fetch() sends for a string body
+        ("text/plain", b""),
+        ("text/html", b"hello"),
+        # An envelope that is JSON but not declared so: the single route reads JSON only.
+        ("text/plain", b'{"method": "info"}'),
+        ("text/plain", b'{"variables": {}}'),
+    ],
+)
+async def test_the_envelope_refuses_a_body_not_declared_json_with_the_ts_415(
+    content_type: str, data: bytes
+) -> None:
+    response = await AsyncClient().post(BASE, data, content_type=content_type)
     assert response.status_code == 415
+    assert response["Content-Type"] == "application/json"
+    assert response.content == TS_415
+
+
+async def test_text_plain_that_is_not_json_stays_400_on_the_rest_routes_as_in_typescript() -> None:
+    # TypeScript's REST handlers parse whatever the content type: "Invalid request body".
+    response = await AsyncClient().post(
+        BASE + "/agent/default/run", b"hello", content_type="text/plain"
+    )
+    assert response.status_code == 400
     payload = body_of(response)
-    assert payload["error"] == "invalid_request"
-    assert payload["message"] == "Single-route endpoint expects JSON payloads"
-    assert "application/json" in payload["details"]
+    assert payload["error"] == "Invalid request body"
+    assert "not JSON" in payload["details"]
 
 
 async def test_the_envelope_refuses_invalid_json_in_its_own_shape() -> None:

@@ -148,6 +148,9 @@ async def test_a_frontend_tool_call_streams_and_the_follow_up_run_continues(
         {"id": "tool-1", "role": "tool", "content": "greeted Bob", "toolCallId": "call-1"},
     ]
     second = await run("v2-tool", follow_up, tools=[SAY_HELLO])
+    # As TypeScript 1.75 echoes it: the assistant message that made the call (its id was only
+    # ever a parentMessageId) and the result, not the user message the first run echoed.
+    assert second[0]["input"]["messages"] == follow_up[1:]
     assert types(second)[1:] == [
         "TEXT_MESSAGE_START",
         "TEXT_MESSAGE_CONTENT",

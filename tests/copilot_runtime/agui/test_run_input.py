@@ -354,6 +354,32 @@ def test_the_echo_keeps_what_is_new_to_the_thread_and_what_it_does_not_store() -
     assert echoed_input(raw, [m["id"] for m in messages] + ["call-9"]) is raw
 
 
+def test_a_new_tool_result_brings_the_call_only_message_that_made_its_call() -> None:
+    def calls(*ids: str) -> list[dict[str, Any]]:
+        return [
+            {"id": i, "type": "function", "function": {"name": "f", "arguments": "{}"}} for i in ids
+        ]
+
+    messages = [
+        {"id": "u1", "role": "user", "content": "Hi"},
+        {"id": "a-calls", "role": "assistant", "toolCalls": calls("c1", "c2")},
+        {"id": "t1", "role": "tool", "toolCallId": "c1", "content": "x"},
+        {"id": "t2", "role": "tool", "toolCallId": "c2", "content": "y"},
+        {"id": "a-text", "role": "assistant", "content": "Let me", "toolCalls": calls("c3")},
+        {"id": "t3", "role": "tool", "toolCallId": "c3", "content": "z"},
+        {"id": "t-lost", "role": "tool", "toolCallId": "c-unknown", "content": "?"},
+    ]
+    raw = body(messages=messages)
+
+    # The follow-up of a frontend tool call: the results are new, the calls stored already.
+    follow_up = echoed_input(raw, ["t1", "t2"])
+    assert [m["id"] for m in follow_up["messages"]] == ["a-calls", "t1", "t2"]
+    # A message with text was known by its text's id: its result comes alone, as from TS.
+    assert [m["id"] for m in echoed_input(raw, ["t3", "t-lost"])["messages"]] == ["t3", "t-lost"]
+    # The turn after: the results are stored too, and nothing of it is echoed again.
+    assert echoed_input(raw, [])["messages"] == []
+
+
 def _grown(rng: random.Random, messages: list[dict[str, Any]], count: int) -> list[str]:
     """``count`` more messages of every role and shape the echo tells apart; the ids the
     thread would store for them."""

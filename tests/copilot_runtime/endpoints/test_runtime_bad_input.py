@@ -84,7 +84,17 @@ def test_multipart_form_data_is_415(client: Client) -> None:
     assert_json_refusal(response, 415)
 
 
-def test_json_sent_as_text_plain_is_accepted(client: Client) -> None:
+def test_text_that_is_not_json_is_415_as_on_the_typescript_single_route(client: Client) -> None:
+    response = client.post(ENDPOINT, data=b"hello", content_type="text/plain")
+
+    body = assert_json_refusal(response, 415)
+    assert body == {
+        "error": "invalid_request",
+        "message": "Single-route endpoint expects JSON payloads",
+    }
+
+
+def test_graphql_sent_as_text_plain_is_accepted(client: Client) -> None:
     response = client.post(ENDPOINT, data=b'{"query": "{ hello }"}', content_type="text/plain")
 
     assert response.status_code == 200

@@ -16,13 +16,16 @@
 //     {op: "run", message?: {id, content}, before?: [messages], resume?, forwardedProps?},
 //     {op: "connect"},                                // connectAgent (replay, then live)
 //     {op: "stop", message: {id, content}, afterContentEvents: N},  // run, then stopAgent
+//     {op: "stop", message, afterRunStartedMs: M},  // stopAgent M ms after RUN_STARTED
 //     {op: "threads"},   // GET <runtimeUrl>/threads?agentId=.. through the core's runtime fetch
 //                        // (which, on the single route, becomes a resource/request envelope)
 //   ]
 // }
 // Result: {connection, runtimeVersion, transport, capabilities, threadEndpoints,
-//          steps: [{events, error?, response?}], messages, state, toolCalls, errors,
-//          http: [{method, url, status, requestBody, responseText}]}
+//          steps: [{events, error?, response?, endedAt?}], messages, state, toolCalls, errors,
+//          http: [{method, url, status, answeredAt, requestBody, responseText}]}
+// `answeredAt` (an exchange's answer arrived) and a stop step's `endedAt` (its run ended, as
+// the client saw it) are numbers of one counter, so their order is the order the client saw.
 //
 // Everything the libraries print goes to stderr, so stdout stays one JSON document.
 "use strict";
@@ -57,6 +60,8 @@ function pointWindowAt(runtimeUrl) {
 // command's recorder. One wrapper for the process, installed before the libraries load; a
 // finished command's leftover fetches (serve mode) are not recorded.
 let activeRecorder = null;
+let moment = 0;
+const nextMoment = () => ++moment;
 const realFetch = globalThis.fetch;
 globalThis.fetch = async (input, init = {}) => {
   const recorder = served.isStale() ? null : activeRecorder;
@@ -71,6 +76,7 @@ globalThis.fetch = async (input, init = {}) => {
   recorder.exchanges.push(entry);
   try {
     const response = await realFetch(input, init);
+    entry.answeredAt = nextMoment();
     entry.status = response.status;
     entry.contentType = response.headers.get("content-type");
     recorder.pending.push(
@@ -92,6 +98,7 @@ globalThis.fetch = async (input, init = {}) => {
 };
 
 function startRecording() {
+  moment = 0;  // each command counts from its start: served and one-shot answers are alike
   const recorder = { exchanges: [], pending: [] };
   recorder.settle = () => Promise.allSettled(recorder.pending);
   activeRecorder = recorder;
@@ -177,15 +184,20 @@ async function runStep(core, agent, step, events, outcome) {
     return;
   }
   if (step.op === "stop") {
+    const afterStarted = step.afterRunStartedMs;
     const threshold = step.afterContentEvents ?? 1;
+    const wanted = afterStarted === undefined ? "TEXT_MESSAGE_CONTENT" : "RUN_STARTED";
+    const count = afterStarted === undefined ? threshold : 1;
     const running = core.runAgent({ agent });
     const deadline = Date.now() + 20000;
-    while (events.filter((e) => e.type === "TEXT_MESSAGE_CONTENT").length < threshold) {
-      if (Date.now() > deadline) throw new Error("no content arrived before the stop");
+    while (events.filter((e) => e.type === wanted).length < count) {
+      if (Date.now() > deadline) throw new Error(`no ${wanted} arrived before the stop`);
       await sleep(5);
     }
+    if (afterStarted !== undefined) await sleep(afterStarted);  // the user's pause
     core.stopAgent({ agent });
     await running;
+    outcome.endedAt = nextMoment();
     return;
   }
   throw new Error(`unknown op ${step.op}`);
