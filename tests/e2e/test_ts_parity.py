@@ -1,7 +1,7 @@
 """What the real v2 client sees from this runtime against what it sees from the TypeScript
 runtime 1.75 (benchmarks/peers/v2, its BuiltInAgent), on the same fake upstream, scenario by
 scenario: the events of each run (deltas joined, ids and timestamps aside), the state they
-carry, and what each runtime sent the model.
+carry, what each runtime sent the model, and how each refuses a body that is not JSON.
 
 Reasoning is not compared here: this TypeScript runtime's model is the AI SDK's OpenAI chat
 provider, which does not read a chat completion's reasoning deltas, so it streams none."""
@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+import httpx
 import pytest
 
 from benchmarks import peers
@@ -57,12 +58,21 @@ def _joined(step: dict[str, Any]) -> list[str]:
 
 
 def _both(
-    ours: ServedProcess, ts: ServedProcess, fake: FakeUpstream, steps: list[dict[str, Any]]
+    ours: ServedProcess,
+    ts: ServedProcess,
+    fake: FakeUpstream,
+    steps: list[dict[str, Any]],
+    *,
+    script: list[dict[str, Any]] | None = None,
+    **extra: Any,
 ) -> tuple[tuple[dict[str, Any], list[dict[str, Any]]], ...]:
     """The same steps through the real v2 client against each runtime, each on a thread of
-    its own: (the client's result, the model requests that runtime made) for TS, then ours."""
+    its own (the model replying ``script`` to each): (the client's result, the model requests
+    that runtime made) for TS, then ours."""
     out = []
     for runtime in (ts, ours):
+        if script:
+            fake.script(*script)
         before = len(fake.requests())
         result = run_agui(
             {
@@ -70,6 +80,7 @@ def _both(
                 "agentId": "default",
                 "threadId": f"parity-{uuid.uuid4()}",
                 "steps": steps,
+                **extra,
             }
         )
         assert result["errors"] == [], result
@@ -132,3 +143,50 @@ def test_the_state_tools_scenarios_match_the_typescript_runtime(
         assert mine.get("tool_choice") == theirs.get("tool_choice")
         system = [m["content"] for m in theirs["messages"] if m["role"] == "system"]
         assert [m["content"] for m in mine["messages"] if m["role"] == "system"] == system
+
+
+def _shape(messages: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
+    """Echoed messages by role and fields (ids are each runtime's own)."""
+    return [(m["role"], sorted(m)) for m in messages]
+
+
+def test_a_frontend_tool_calls_follow_up_echoes_what_the_typescript_runtime_echoes(
+    server: ServedProcess, ts_runtime: ServedProcess, fake_upstream: FakeUpstream
+) -> None:
+    script = [
+        {"tool_calls": [{"name": "sayHello", "arguments": {"name": "Bob"}}]},
+        {"text": "I said hello to Bob"},
+        {"text": "Again"},
+    ]
+    steps = [_run("Greet Bob", "u1"), _run("Once more", "u2")]
+    tool = {"name": "sayHello", "properties": {"name": "string"}, "result": "Said"}
+    (ts, _), (ours, _) = _both(
+        server, ts_runtime, fake_upstream, steps, script=script, tools=[tool]
+    )
+
+    def echoes(result: dict[str, Any]) -> list[list[tuple[str, list[str]]]]:
+        return [
+            _shape(event["input"]["messages"])
+            for step in result["steps"]
+            for event in step["events"]
+            if event["type"] == "RUN_STARTED"
+        ]
+
+    assert echoes(ours) == echoes(ts)
+    assert [_joined(step) for step in ours["steps"]] == [_joined(step) for step in ts["steps"]]
+
+
+def test_a_body_that_is_not_json_is_refused_as_the_typescript_runtime_refuses_it(
+    server: ServedProcess, ts_runtime: ServedProcess
+) -> None:
+    answers = []
+    # The TypeScript runtime's single-route endpoint, and ours (both modes at one URL).
+    for url in (f"{ts_runtime.url}/single/api/copilotkit", f"{server.url}/api/copilotkit"):
+        response = httpx.post(
+            url,
+            content=b"hello",
+            headers={"content-type": "text/plain"},
+        )
+        answers.append((response.status_code, response.headers["content-type"], response.json()))
+    assert answers[1] == answers[0]
+    assert answers[0][0] == 415
