@@ -161,7 +161,8 @@ def _run_link(run_id: str | None) -> str:
 
 @admin.register(GuardrailEvaluation)
 class GuardrailEvaluationAdmin(admin.ModelAdmin):
-    """Every rule checked on every message; read-only (the engine writes them)."""
+    """Every rule checked on every message; a record (the engine writes them): viewed, never
+    added, changed or deleted here."""
 
     list_display = (
         "created_at",
@@ -196,6 +197,11 @@ class GuardrailEvaluationAdmin(admin.ModelAdmin):
         self, request: HttpRequest, obj: GuardrailEvaluation | None = None
     ) -> bool:
         return False
+
+    def has_delete_permission(
+        self, request: HttpRequest, obj: GuardrailEvaluation | None = None
+    ) -> bool:
+        return False  # a record; it outlives its run and its rule, their links cleared
 
 
 @admin.register(ModelPrice)

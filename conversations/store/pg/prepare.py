@@ -284,6 +284,7 @@ def _turn_write(
             now if running else None,
             payload,
             1 if running else 0,
+            turn.executor,
         ],
         messages=[(*row, thread_pk, turn.run_id) for row in rows],
         thread=[thread_pk, str(ThreadStatus.RUNNING), now, new_title],
