@@ -37,7 +37,8 @@ _INSERT_RUNS = (
     " request_payload, cancel_requested, attempts, executor)"
     " SELECT e->>0, (e->>1)::bigint, e->>2, e->>3, e->>4, e->>5, e->>6, '', NULL, '[]', '', 0,"
     " 0, 0, 0, NULL, (e->>7)::timestamptz, (e->>8)::timestamptz, (e->>9)::timestamptz,"
-    " NULLIF(e->10, 'null'::jsonb), false, (e->>11)::int, e->>12"
+    " NULLIF(e->10, 'null'::jsonb), false, (e->>11)::int,"
+    " coalesce(e->>12, '')"
     " FROM jsonb_array_elements(%s::jsonb) e"
 )
 # e: [position, message_id, kind, role, content, action_name, arguments, parent_message_id,
