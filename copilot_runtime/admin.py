@@ -63,7 +63,16 @@ class ApiTokenAdmin(admin.ModelAdmin):
 class GuardrailRuleForm(forms.ModelForm):
     class Meta:
         model = GuardrailRule
-        fields = ("name", "kind", "match", "text", "agent_name", "enabled", "priority")
+        fields = (
+            "name",
+            "kind",
+            "match",
+            "text",
+            "denial_text",
+            "agent_name",
+            "enabled",
+            "priority",
+        )
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}

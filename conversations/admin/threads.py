@@ -11,6 +11,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, Streami
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from conversations.admin.export import thread_export_chunks
@@ -132,6 +133,7 @@ class ThreadAdmin(admin.ModelAdmin):
     def get_urls(self) -> list[URLPattern]:
         view = self.admin_site.admin_view
         return [
+            path("open/", view(self.open_view), name="conversations_thread_open"),
             path(
                 "<path:object_id>/inspect/",
                 view(self.inspect_view),
@@ -161,6 +163,21 @@ class ThreadAdmin(admin.ModelAdmin):
             # The same answer for a thread that does not exist and one that may not be seen.
             raise PermissionDenied
         return thread
+
+    def open_view(self, request: HttpRequest) -> HttpResponse:
+        """The inspector of the thread a client names by its own id (``?thread=``), as the
+        demo page knows it: the visitor's own thread of that id, else the anonymous one; the
+        thread list searched for the id when neither exists."""
+        thread_id = request.GET.get("thread", "")
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        named = Thread.objects.filter(thread_id=thread_id).only("pk")
+        own = named.filter(owner=request.user).first() if request.user.is_authenticated else None
+        thread = own or named.filter(owner__isnull=True).first()
+        if not thread_id or thread is None:
+            changelist = reverse("admin:conversations_thread_changelist")
+            return HttpResponseRedirect(f"{changelist}?{urlencode({'q': thread_id})}")
+        return HttpResponseRedirect(reverse("admin:conversations_thread_inspect", args=[thread.pk]))
 
     def inspect_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         thread = self._viewable_thread(request, object_id)
