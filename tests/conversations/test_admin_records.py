@@ -186,3 +186,29 @@ def test_the_run_page_shows_the_run_read_only_with_its_stop_button(
     assert "celery" in body and "agui" in body and "anonymous" in body
     assert 'form="stop-run-form"' in body
     assert 'name="_save"' not in body
+
+
+def test_the_demo_pages_link_opens_the_visitors_thread_in_the_inspector(
+    admin_client: Client, admin_user: Any
+) -> None:
+    anonymous = thread_create(thread_id="shared-id")
+    own = thread_create(thread_id="shared-id", owner=admin_user)
+    only_anonymous = thread_create(thread_id="anonymous-only")
+    open_url = reverse("admin:conversations_thread_open")
+
+    def target(thread_id: str) -> str:
+        response = admin_client.get(open_url, {"thread": thread_id})
+        assert response.status_code == 302
+        return str(response["Location"])
+
+    def inspector(thread: Thread) -> str:
+        return reverse("admin:conversations_thread_inspect", args=[thread.pk])
+
+    assert target("shared-id") == inspector(own)  # one's own before the anonymous one
+    assert target("anonymous-only") == inspector(only_anonymous)
+    assert anonymous.pk != own.pk
+    assert target("no-such-thread") == (
+        reverse("admin:conversations_thread_changelist") + "?q=no-such-thread"
+    )
+    refused = staff_client("view_run").get(open_url, {"thread": "shared-id"})
+    assert refused.status_code == 403
