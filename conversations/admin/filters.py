@@ -10,10 +10,11 @@ from typing import Any
 
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.auth import get_user_model
 from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest
 
-from conversations.models import Run
+from conversations.models import Run, Thread
 
 
 class ThreadErrorCodeFilter(admin.SimpleListFilter):
@@ -37,6 +38,32 @@ class ThreadErrorCodeFilter(admin.SimpleListFilter):
             return queryset
         runs = Run.objects.filter(thread=OuterRef("pk"), error_code=code)
         return queryset.filter(Exists(runs))
+
+
+class RunUserFilter(admin.SimpleListFilter):
+    """Runs on the threads of one user (or anonymous callers). The users offered are read from
+    the threads, not from every run: the run table is the largest."""
+
+    title = "user"
+    parameter_name = "user"
+    ANONYMOUS = "anonymous"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        owners = get_user_model().objects.filter(
+            pk__in=Thread.objects.filter(owner__isnull=False).values("owner_id")
+        )
+        users = [(str(user.pk), user.get_username()) for user in owners.order_by("pk")[:100]]
+        return [*users, (self.ANONYMOUS, "anonymous")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        chosen = self.value()
+        if not chosen:
+            return queryset
+        if chosen == self.ANONYMOUS:
+            return queryset.filter(thread__owner__isnull=True)
+        if not chosen.isdigit():
+            raise IncorrectLookupParameters("user: not a user's id")
+        return queryset.filter(thread__owner_id=int(chosen))
 
 
 # --- the run explorer's ranges ----------------------------------------------------------------

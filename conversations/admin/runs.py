@@ -18,7 +18,13 @@ from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_POST
 
 from conversations.admin.charts import usage_charts
-from conversations.admin.filters import CostFilter, FirstTokenFilter, LatencyFilter, TokensFilter
+from conversations.admin.filters import (
+    CostFilter,
+    FirstTokenFilter,
+    LatencyFilter,
+    RunUserFilter,
+    TokensFilter,
+)
 from conversations.admin.inspector import ACTIVE_RUN_STATUSES
 from conversations.admin.operations import run_stop
 from conversations.admin.rendering import cost_text, duration_text
@@ -75,7 +81,7 @@ class RunAdmin(admin.ModelAdmin):
         "protocol",
         "executor",
         "model",
-        ("thread__owner", admin.RelatedOnlyFieldListFilter),
+        RunUserFilter,
         LatencyFilter,
         FirstTokenFilter,
         CostFilter,
@@ -83,7 +89,6 @@ class RunAdmin(admin.ModelAdmin):
         "created_at",
     )
     search_fields = ("id", "thread__thread_id", "error_code", "thread__owner__username")
-    list_select_related = ("thread", "thread__owner")
     date_hierarchy = "created_at"
     actions = ["stop_runs"]
     fieldsets = (

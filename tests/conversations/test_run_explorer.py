@@ -95,10 +95,12 @@ def test_runs_are_found_by_ranges_and_executor(
 
 
 def test_runs_are_found_by_their_user(admin_client: Client, runs: None, user: Any) -> None:
-    assert found(admin_client, thread__owner__id__exact=str(user.pk)) == ["middle"]
+    assert found(admin_client, user=str(user.pk)) == ["middle"]
+    assert sorted(found(admin_client, user="anonymous")) == ["fast", "slow"]
     assert found(admin_client, q=user.get_username()) == ["middle"]
     page = admin_client.get(RUNS).content.decode()
-    assert f"?thread__owner__id__exact={user.pk}" in page  # offered in the sidebar
+    assert f'?user={user.pk}"' in page  # offered in the sidebar, by name
+    assert admin_client.get(RUNS, {"user": "x"})["Location"].endswith("?e=1")
 
 
 @pytest.mark.parametrize(
