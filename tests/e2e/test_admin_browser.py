@@ -22,6 +22,7 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from conversations.models import Run, RunStatus, Thread
+from copilot_runtime.models import GuardrailRule
 from tests.e2e.agui_client import run_agui
 from tests.e2e.js_client import JS_CLIENT_VERSIONS, ensure_js_clients_installed, run_js
 from tests.support.generate_e2e import (
@@ -77,9 +78,11 @@ def drive_browser(command: dict[str, Any]) -> dict[str, Any]:
 
 
 def assert_shown(page: dict[str, Any], fields: set[str]) -> None:
-    """Each named cell of the page's first row lies within the window and within the table's
-    own scrolling box, which has nothing to scroll sideways."""
-    edges = {cell["field"]: cell["box"]["right"] for cell in page["cells"]}
+    """Each named cell of every row lies within the window and within the table's own
+    scrolling box, which has nothing to scroll sideways."""
+    edges: dict[str, float] = {}
+    for cell in page["cells"]:
+        edges[cell["field"]] = max(edges.get(cell["field"], 0), cell["box"]["right"])
     assert fields <= set(edges), (fields - set(edges), page["cells"])
     visible = min(page["viewport"], page["resultsBox"]["right"])
     for field in fields:
@@ -95,15 +98,13 @@ def test_the_admin_pages_fit_1280_px_with_real_runs(
         username="pages", email="pages@example.com", password=PASSWORD
     )
     server = live_server_factory(env=server_env(fake_upstream.base_url))
-    # Real runs: a v1 turn, then two v2 turns on the thread the lists show first.
-    v1 = run_js(
-        JS_CLIENT_VERSIONS[0],
-        generate_command(
-            server.url,
-            generate_data(thread_id="admin-pages-v1", messages=[text_input("u1", "Hello there")]),
-        ),
-    )
-    finished_run(v1["final"]["runId"])
+    # Real runs: a v1 turn, one the guardrails deny (a failed run with a long error code),
+    # then two v2 turns on the thread the lists show first.
+    GuardrailRule.objects.create(name="no passwords", kind="deny", match="pattern", text="passw")
+    for name, text in (("v1", "Hello there"), ("denied", "my password is hunter2")):
+        data = generate_data(thread_id=f"admin-pages-{name}", messages=[text_input("u1", text)])
+        v1 = run_js(JS_CLIENT_VERSIONS[0], generate_command(server.url, data))
+        finished_run(v1["final"]["runId"])
     thread_id = f"admin-pages-{uuid.uuid4()}"
     v2 = run_agui(
         {
@@ -151,8 +152,10 @@ def test_the_admin_pages_fit_1280_px_with_real_runs(
     # columns; the inspector keeps it.
     assert not runs["navSidebar"] and not threads["navSidebar"] and inspector["navSidebar"]
 
-    # The run list: three runs, every key column within the window, nothing to scroll sideways.
-    assert runs["rows"] == 3
+    # The run list: four runs, every key column within the window, nothing to scroll sideways.
+    assert runs["rows"] == 4
+    statuses = [cell["text"] for cell in runs["cells"] if cell["field"] == "status_display"]
+    assert any(s.startswith("Failed\nGUARDRAILS_VALIDA") for s in statuses), statuses
     assert runs["viewport"] <= WIDTH and runs["pageWidth"] <= runs["viewport"]
     assert_shown(runs, RUN_KEY_COLUMNS)
     assert {"latency", "time to first token", "cost (USD)", "tokens (in + out)"} <= set(
@@ -160,10 +163,15 @@ def test_the_admin_pages_fit_1280_px_with_real_runs(
     )
 
     # The thread list: the Inspect column within the window, the title on a line or two.
-    assert threads["rows"] == 2 and threads["pageWidth"] <= threads["viewport"]
+    assert threads["rows"] == 3 and threads["pageWidth"] <= threads["viewport"]
     assert_shown(threads, {"title_display", "thread_id_display", "updated_at", "inspect_link"})
-    (title,) = [cell for cell in threads["cells"] if cell["field"] == "title_display"]
-    assert title["text"] == LONG_TITLE
+    title, *others = [cell for cell in threads["cells"] if cell["field"] == "title_display"]
+    # The denied message titles nothing.
+    assert [title["text"], *(cell["text"] for cell in others)] == [
+        LONG_TITLE,
+        "(untitled)",
+        "Hello there",
+    ]
     assert title["box"]["height"] <= 2.5 * title["lineHeight"] + 16, title
 
     # The inspector: the selected run's protocol and executor, each run's in the list, and

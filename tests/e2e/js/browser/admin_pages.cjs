@@ -48,9 +48,10 @@ function measure() {
     const line = parseFloat(style.lineHeight);
     return Number.isNaN(line) ? parseFloat(style.fontSize) * 1.2 : line;
   };
-  const firstRow = document.querySelector("#result_list tbody tr");
-  const cells = firstRow
-    ? [...firstRow.querySelectorAll("td, th")].map((cell) => ({
+  // Every row's cells (the widest content decides where a column ends).
+  const cells = [...document.querySelectorAll("#result_list tbody tr")].flatMap((row, index) =>
+    [...row.querySelectorAll("td, th")].map((cell) => ({
+        row: index,
         // Django names each column's cell "field-<name>".
         field: ([...cell.classList].find((c) => c.startsWith("field-")) || cell.className).replace(
           "field-",
@@ -59,8 +60,8 @@ function measure() {
         text: cell.innerText.trim(),
         box: box(cell),
         lineHeight: lineHeight(cell),
-      }))
-    : [];
+      })),
+  );
   const search = document.querySelector('#transcript-search input[type="search"]');
   let placeholder = null;
   if (search) {
