@@ -60,8 +60,17 @@ class ThreadAdmin(admin.ModelAdmin):
         ("owner", admin.RelatedOnlyFieldListFilter),
     )
     search_fields = ("thread_id", "title", "owner__username", "messages__content")
-    readonly_fields = ("thread_id", "created_at", "updated_at", "latest_agent_state")
-    raw_id_fields = ("owner",)
+    # A thread's title and metadata are edited here; who owns it, its agent and its status are
+    # what its turns made them (a status set by hand would hold or free it behind its runs).
+    readonly_fields = (
+        "thread_id",
+        "owner",
+        "agent_name",
+        "status",
+        "created_at",
+        "updated_at",
+        "latest_agent_state",
+    )
     list_select_related = ("owner",)
     date_hierarchy = "created_at"
     actions = ["clear_interrupts"]

@@ -212,3 +212,26 @@ def test_the_demo_pages_link_opens_the_visitors_thread_in_the_inspector(
     )
     refused = staff_client("view_run").get(open_url, {"thread": "shared-id"})
     assert refused.status_code == 403
+
+
+def test_a_threads_title_is_edited_and_what_its_turns_made_is_not(
+    admin_client: Client, admin_user: Any
+) -> None:
+    thread = thread_create(thread_id="edited", title="Old title")
+    url = reverse("admin:conversations_thread_change", args=[thread.pk])
+
+    response = admin_client.post(
+        url,
+        {
+            "title": "New title",
+            "metadata": "{}",
+            "status": "running",
+            "owner": str(admin_user.pk),
+            "agent_name": "other",
+        },
+    )
+
+    assert response.status_code == 302
+    edited = Thread.objects.get(pk=thread.pk)
+    assert edited.title == "New title"
+    assert (edited.status, edited.owner_id, edited.agent_name) == ("idle", None, "default")
