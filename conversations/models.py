@@ -88,6 +88,9 @@ class Thread(models.Model):
     class Meta:
         ordering = ["-updated_at"]
         indexes = [models.Index(fields=["owner", "-updated_at"], name="thread_owner_recent")]
+        # The admin's operations each have a permission of their own: a change permission
+        # would let its holder rewrite the record too.
+        permissions = [("clear_interrupt", "Can clear a thread's pending interrupt")]
         constraints = [
             # Led by the thread id: the turn's look-up by (id, owner) probes it, and a filter
             # on the id alone (the admin's) still finds its rows through it.
@@ -246,6 +249,9 @@ class Run(models.Model):
     )
     agent_name = models.CharField(max_length=255, default="default")
     protocol = models.CharField(max_length=16, default="graphql")
+    # Where the run executed ("inline" in the serving process, "celery" on a worker); written
+    # with the run's row. Blank for runs made before it was recorded.
+    executor = models.CharField(max_length=16, blank=True, default="")
     request_type = models.CharField(max_length=32, default="Chat")
     previous_run_id = models.CharField(max_length=255, blank=True, default="")
     status = models.CharField(max_length=16, choices=RunStatus, default=RunStatus.PENDING)
@@ -279,6 +285,7 @@ class Run(models.Model):
             models.Index(fields=["thread", "-created_at"], name="run_thread_recent"),
             models.Index(fields=["status", "-created_at"], name="run_status_recent"),
         ]
+        permissions = [("stop_run", "Can stop a run")]
         constraints = [
             # One run at a time per thread, kept by the database itself: two requests racing
             # on one thread cannot both start a run, whatever process serves them.

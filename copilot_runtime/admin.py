@@ -63,7 +63,16 @@ class ApiTokenAdmin(admin.ModelAdmin):
 class GuardrailRuleForm(forms.ModelForm):
     class Meta:
         model = GuardrailRule
-        fields = ("name", "kind", "match", "text", "agent_name", "enabled", "priority")
+        fields = (
+            "name",
+            "kind",
+            "match",
+            "text",
+            "denial_text",
+            "agent_name",
+            "enabled",
+            "priority",
+        )
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
@@ -161,7 +170,8 @@ def _run_link(run_id: str | None) -> str:
 
 @admin.register(GuardrailEvaluation)
 class GuardrailEvaluationAdmin(admin.ModelAdmin):
-    """Every rule checked on every message; read-only (the engine writes them)."""
+    """Every rule checked on every message; a record (the engine writes them): viewed, never
+    added, changed or deleted here."""
 
     list_display = (
         "created_at",
@@ -196,6 +206,11 @@ class GuardrailEvaluationAdmin(admin.ModelAdmin):
         self, request: HttpRequest, obj: GuardrailEvaluation | None = None
     ) -> bool:
         return False
+
+    def has_delete_permission(
+        self, request: HttpRequest, obj: GuardrailEvaluation | None = None
+    ) -> bool:
+        return False  # a record; it outlives its run and its rule, their links cleared
 
 
 @admin.register(ModelPrice)

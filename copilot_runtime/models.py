@@ -67,6 +67,14 @@ class GuardrailRule(models.Model):
     agent_name = models.CharField(max_length=255, blank=True, default="")
     enabled = models.BooleanField(default=True)
     priority = models.IntegerField(default=0, help_text="Higher priorities are evaluated first.")
+    # The rule's name and text are for the admin: the end user is told this instead.
+    denial_text = models.CharField(
+        max_length=500,
+        blank=True,
+        default="",
+        help_text="What the end user is told when this rule refuses a message (blank: "
+        "\"This message can't be sent.\"). The rule's name stays in the run's log and here.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -47,6 +47,7 @@ _RUN_FIELDS = (
     "thread_id",
     "agent_name",
     "protocol",
+    "executor",
     "status",
     "error_code",
     "error_details",

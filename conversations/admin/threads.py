@@ -11,6 +11,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, Streami
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from conversations.admin.export import thread_export_chunks
@@ -18,27 +19,38 @@ from conversations.admin.filters import ThreadErrorCodeFilter
 from conversations.admin.inspector import thread_page
 from conversations.admin.media import THUMBNAIL_FORMATS, thread_image_response
 from conversations.admin.operations import thread_clear_interrupt, thread_has_pending_interrupt
-from conversations.models import Thread
+from conversations.models import AgentState, Message, Run, RunEvent, Span, Thread
 from conversations.selectors import agent_state_latest
 
 INSPECT_TEMPLATE = "admin/conversations/thread/inspect.html"
+
+
+# The rows a thread's deletion takes with it.
+_THREAD_RECORDS = (Message, AgentState, Run, RunEvent, Span)
 
 
 def _can(request: HttpRequest, codename: str) -> bool:
     return request.user.has_perm(f"conversations.{codename}")
 
 
+def _cut(text: str, length: int) -> str:
+    return text if len(text) <= length else text[: length - 1] + "…"
+
+
 @admin.register(Thread)
 class ThreadAdmin(admin.ModelAdmin):
+    # Ids and titles are cut to a line (the whole text is their tooltip), so the list fits
+    # at 1280 px with its filters.
     list_display = (
-        "thread_id",
-        "title",
+        "title_display",
+        "thread_id_display",
         "owner",
         "agent_name",
         "status",
         "updated_at",
         "inspect_link",
     )
+    list_display_links = ("title_display",)
     list_filter = (
         "status",
         "agent_name",
@@ -48,17 +60,56 @@ class ThreadAdmin(admin.ModelAdmin):
         ("owner", admin.RelatedOnlyFieldListFilter),
     )
     search_fields = ("thread_id", "title", "owner__username", "messages__content")
-    readonly_fields = ("thread_id", "created_at", "updated_at", "latest_agent_state")
-    raw_id_fields = ("owner",)
+    # A thread's title and metadata are edited here; who owns it, its agent and its status are
+    # what its turns made them (a status set by hand would hold or free it behind its runs).
+    readonly_fields = (
+        "thread_id",
+        "owner",
+        "agent_name",
+        "status",
+        "created_at",
+        "updated_at",
+        "latest_agent_state",
+    )
     list_select_related = ("owner",)
     date_hierarchy = "created_at"
     actions = ["clear_interrupts"]
     change_form_template = "admin/conversations/thread/change_form.html"
+    change_list_template = "admin/conversations/thread/change_list.html"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Thread]:
         return super().get_queryset(request).select_related("owner")
 
+    # --- what the admin may do to a thread ----------------------------------------------------
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # a thread is made by its first turn
+
+    def has_clear_interrupt_permission(
+        self, request: HttpRequest, obj: Thread | None = None
+    ) -> bool:
+        return request.user.has_perm(f"{self.opts.app_label}.clear_interrupt")
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, ...]:
+        """Deleting a thread takes its records with it on the thread's delete permission
+        alone: those rows may not be deleted on their own (their admins give no delete
+        permission), which Django would otherwise count as a permission missing."""
+        deleted, counts, missing, protected = super().get_deleted_objects(objs, request)
+        owned = {str(model._meta.verbose_name) for model in _THREAD_RECORDS}
+        return deleted, counts, {name for name in missing if str(name) not in owned}, protected
+
     # --- the changelist ---------------------------------------------------------------------
+
+    @admin.display(description="Title", ordering="title")
+    def title_display(self, thread: Thread) -> str:
+        title = thread.title or "(untitled)"
+        return format_html('<span title="{}">{}</span>', title, _cut(title, 80))
+
+    @admin.display(description="Thread id", ordering="thread_id")
+    def thread_id_display(self, thread: Thread) -> str:
+        return format_html(
+            '<span title="{}">{}</span>', thread.thread_id, _cut(thread.thread_id, 14)
+        )
 
     @admin.display(description="Inspect")
     def inspect_link(self, thread: Thread) -> str:
@@ -75,10 +126,11 @@ class ThreadAdmin(admin.ModelAdmin):
         )
         return format_html("<table>{}</table>", rows) if latest.state else "{}"
 
-    @admin.action(description="Clear the pending interrupt of the selected threads")
+    @admin.action(
+        description="Clear the pending interrupt of the selected threads",
+        permissions=["clear_interrupt"],
+    )
     def clear_interrupts(self, request: HttpRequest, queryset: QuerySet[Thread]) -> None:
-        if not self.has_change_permission(request):
-            raise PermissionDenied
         cleared = sum(
             thread_clear_interrupt(thread_pk=pk, cleared_by=request.user.get_username())
             for pk in queryset.values_list("pk", flat=True)
@@ -90,6 +142,7 @@ class ThreadAdmin(admin.ModelAdmin):
     def get_urls(self) -> list[URLPattern]:
         view = self.admin_site.admin_view
         return [
+            path("open/", view(self.open_view), name="conversations_thread_open"),
             path(
                 "<path:object_id>/inspect/",
                 view(self.inspect_view),
@@ -120,6 +173,21 @@ class ThreadAdmin(admin.ModelAdmin):
             raise PermissionDenied
         return thread
 
+    def open_view(self, request: HttpRequest) -> HttpResponse:
+        """The inspector of the thread a client names by its own id (``?thread=``), as the
+        demo page knows it: the visitor's own thread of that id, else the anonymous one; the
+        thread list searched for the id when neither exists."""
+        thread_id = request.GET.get("thread", "")
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        named = Thread.objects.filter(thread_id=thread_id).only("pk")
+        own = named.filter(owner=request.user).first() if request.user.is_authenticated else None
+        thread = own or named.filter(owner__isnull=True).first()
+        if not thread_id or thread is None:
+            changelist = reverse("admin:conversations_thread_changelist")
+            return HttpResponseRedirect(f"{changelist}?{urlencode({'q': thread_id})}")
+        return HttpResponseRedirect(reverse("admin:conversations_thread_inspect", args=[thread.pk]))
+
     def inspect_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         thread = self._viewable_thread(request, object_id)
         show = {
@@ -148,7 +216,8 @@ class ThreadAdmin(admin.ModelAdmin):
             "page": data,
             "show": show,
             "can_change_thread": self.has_change_permission(request, thread),
-            "can_change_run": _can(request, "change_run"),
+            "can_clear_interrupt": self.has_clear_interrupt_permission(request, thread),
+            "can_stop_run": _can(request, "stop_run"),
             "has_pending_interrupt": thread_has_pending_interrupt(thread),
             "query": request.GET.get("q", ""),
             "selected_run_id": data.trace.run.run.pk if data.trace else "",
@@ -184,13 +253,20 @@ class ThreadAdmin(admin.ModelAdmin):
 
     def clear_interrupt_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         thread = self._viewable_thread(request, object_id)
-        if not self.has_change_permission(request, thread):
+        if not self.has_clear_interrupt_permission(request, thread):
             raise PermissionDenied
         if thread_clear_interrupt(thread_pk=thread.pk, cleared_by=request.user.get_username()):
             self.message_user(request, "The pending interrupt was cleared.")
         else:
             self.message_user(request, "This thread has no pending interrupt.", messages.WARNING)
         return HttpResponseRedirect(reverse("admin:conversations_thread_inspect", args=[thread.pk]))
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        # As the run list: the columns take the navigation sidebar's room.
+        extra = {**(extra_context or {}), "is_nav_sidebar_enabled": False}
+        return super().changelist_view(request, extra)
 
     def change_view(
         self,

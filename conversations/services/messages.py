@@ -134,7 +134,8 @@ def messages_sync_input(*, thread: Thread, messages: Iterable[InputMessage], run
     if rows:
         Message.objects.bulk_create(rows)
     if not thread.title:
-        first_user = next((m for m in history if m.kind == "text" and m.role == "user"), None)
+        # From the new messages only, as the PostgreSQL store does (store/pg/prepare.py).
+        first_user = next((m for m in rows if m.kind == "text" and m.role == "user"), None)
         if first_user is not None and first_user.content.strip():
             thread.title = title_from_text(first_user.content)
             thread.save(update_fields=["title", "updated_at"])
@@ -189,10 +190,13 @@ DENIED_STATUS_PREFIX = "denied by guardrails: "
 
 def message_mark_denied(*, run_id: str, message_id: str, reason: str) -> bool:
     """Mark a user message the guardrails refused: it stays stored, failed, with the reason
-    (``status_reason`` starts with "denied"). False when no such message is stored."""
+    (``status_reason`` starts with "denied"). A thread it titled is untitled again (the next
+    allowed message titles it). False when no such message is stored."""
     thread_id = Run.objects.filter(pk=run_id).values("thread_id")[:1]
-    return bool(
-        Message.objects.filter(thread_id=thread_id, message_id=message_id).update(
-            status=MessageStatus.FAILED, status_reason=DENIED_STATUS_PREFIX + reason
-        )
-    )
+    message = Message.objects.filter(thread_id=thread_id, message_id=message_id)
+    denied = message.values_list("thread_id", "content").first()
+    if denied is None:
+        return False
+    message.update(status=MessageStatus.FAILED, status_reason=DENIED_STATUS_PREFIX + reason)
+    Thread.objects.filter(pk=denied[0], title=title_from_text(denied[1])).update(title="")
+    return True

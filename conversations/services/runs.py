@@ -78,12 +78,14 @@ def run_create(
     request_type: str,
     previous_run_id: str | None,
     run_id: str | None = None,
+    executor: str = "",
 ) -> Run:
     run = Run.objects.create(
         id=run_id or new_run_id(),
         thread=thread,
         agent_name=agent_name,
         protocol=protocol,
+        executor=executor,
         request_type=request_type,
         previous_run_id=previous_run_id or "",
     )

@@ -78,6 +78,7 @@ def turn_record(*, turn: TurnRecord, reap: Reap) -> PreparedTurn:
         request_type=turn.request_type,
         previous_run_id=turn.previous_run_id,
         run_id=turn.run_id,
+        executor=turn.executor,
     )
     new_ids = messages_sync_input(thread=thread, messages=turn.messages, run=run)
     if turn.start_running:

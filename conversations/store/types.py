@@ -49,6 +49,8 @@ class TurnRecord:
     # (copilot_runtime/history): a store may ask the database about the other ids only, and
     # keeps what it learns there for the next turn. None: nothing known, nothing kept.
     history: KnownHistory | None = None
+    # Where the run executes (the runtime's executor kind), stored with the run's row.
+    executor: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -224,7 +224,7 @@ async def run_guarded(
         if config.mode == BLOCKING:
             decision = await gate.decide()
             if decision is not None and decision.denied:
-                emit(denial_error(decision.reason))
+                emit(denial_error(decision.user_text))
                 return
             await turn(None)
         else:
@@ -248,7 +248,7 @@ async def _run_parallel(
     async def before_server_action() -> None:
         decision = await asyncio.shield(verdict)
         if decision is not None and decision.denied:
-            raise GuardrailDenied(decision.reason)
+            raise GuardrailDenied(decision.user_text)
 
     body = asyncio.create_task(turn(before_server_action))
     try:
@@ -257,13 +257,13 @@ async def _run_parallel(
             decision = verdict.result()
             if decision is not None and decision.denied:
                 await _cancel(body)  # closes the model's stream; its open message fails
-                emit(denial_error(decision.reason))
+                emit(denial_error(decision.user_text))
                 return
         with contextlib.suppress(GuardrailDenied):
             await body
         decision = await verdict
         if decision is not None and decision.denied:
-            emit(denial_error(decision.reason))
+            emit(denial_error(decision.user_text))
     finally:
         await _cancel(body)
         await _cancel(verdict)

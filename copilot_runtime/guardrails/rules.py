@@ -38,6 +38,7 @@ class RuleSpec:
     name: str
     priority: int = 0
     rule_id: int | None = None  # None: from the request's own lists
+    denial_text: str = ""  # what the end user is told when it refuses ("": the default)
 
     @property
     def source(self) -> str:
@@ -97,7 +98,8 @@ def subject_from_request(request: TurnRequest) -> Subject | None:
 def _rules_sql() -> str:
     table = GuardrailRule._meta.db_table
     quote = connection.ops.quote_name
-    columns = ", ".join(quote(name) for name in ("id", "kind", "match", "text", "name", "priority"))
+    names = ("id", "kind", "match", "text", "name", "priority", "denial_text")
+    columns = ", ".join(quote(name) for name in names)
     return (
         f"SELECT {columns} FROM {quote(table)} "
         f"WHERE {quote('enabled')} = %s AND ({quote('agent_name')} = '' "
@@ -116,8 +118,16 @@ def stored_rules_in_scope(*, agent_name: str) -> list[RuleSpec]:
         cursor.execute(_rules_sql(), [True, agent_name])
         rows = cursor.fetchall()
     return [
-        RuleSpec(kind=kind, match=match, text=text, name=name, priority=priority, rule_id=pk)
-        for pk, kind, match, text, name, priority in rows
+        RuleSpec(
+            kind=kind,
+            match=match,
+            text=text,
+            name=name,
+            priority=priority,
+            rule_id=pk,
+            denial_text=denial_text.strip(),
+        )
+        for pk, kind, match, text, name, priority, denial_text in rows
         if text.strip()
     ]
 

@@ -22,6 +22,9 @@ DENIED = "denied"
 ERROR = "error"
 
 DEFAULT_VETO_REASON = "Topic not allowed"
+# What the end user is told when a rule of the admin's refuses a message and the rule sets no
+# text of its own: the rule's name and text are the admin's, not the user's, to read.
+DEFAULT_DENIAL_TEXT = "This message can't be sent."
 
 
 @dataclass(slots=True)
@@ -92,9 +95,10 @@ class EvaluationRecord:
 @dataclass(slots=True)
 class Decision:
     denied: bool
-    reason: str
+    reason: str  # for the run's log and the admin: may name the rule
     records: list[EvaluationRecord]
     model_usage: list[ModelUsage] = field(default_factory=list)
+    user_text: str = ""  # for the end user: names no rule of the admin's
 
 
 def deny_reason(rule: RuleSpec) -> str:
@@ -110,6 +114,16 @@ def allow_list_reason(allow_rules: Sequence[RuleSpec]) -> str:
 
 def error_reason(finding: Finding) -> str:
     return f"Guardrails could not check this message ({finding.evaluator}: {finding.error})"
+
+
+def _told(rules: Sequence[RuleSpec], reason: str) -> str:
+    """What the end user is told of a refusal decided by ``rules``: the first stored rule's
+    own text (or the default); a refusal by the request's own rules only keeps its reason
+    (the client sent those topics)."""
+    stored = [rule for rule in rules if rule.rule_id is not None]
+    if not stored:
+        return reason
+    return next((rule.denial_text for rule in stored if rule.denial_text), DEFAULT_DENIAL_TEXT)
 
 
 def _deny_hits(findings: Sequence[Finding]) -> list[tuple[RuleSpec, str]]:
@@ -160,14 +174,18 @@ def decide(findings: Sequence[Finding], *, fails_closed: bool) -> Decision:
 
     if deny_hits:
         denied, reason = True, deny_hits[0][1]
+        told = _told([deny_hits[0][0]], reason)
     elif vetoes:
         denied, reason = True, vetoes[0].reason or DEFAULT_VETO_REASON
+        told = _told(vetoes[0].rules, reason)
     elif failures and fails_closed:
-        denied, reason = True, error_reason(failures[0])
+        # How an evaluator failed is the operator's business.
+        denied, reason, told = True, error_reason(failures[0]), DEFAULT_DENIAL_TEXT
     elif allow_list_refused:
         denied, reason = True, _allow_list_refusal(findings, allow_rules)
+        told = _told(allow_rules, reason)
     else:
-        denied, reason = False, ""
+        denied, reason, told = False, "", ""
     # The allow list is the reason only when nothing earlier decided.
     allow_list_decided = denied and not deny_hits and not vetoes and not (failures and fails_closed)
 
@@ -177,7 +195,9 @@ def decide(findings: Sequence[Finding], *, fails_closed: bool) -> Decision:
         for index in range(len(finding.rules))
     ]
     usage = [finding.model_usage for finding in findings if finding.model_usage is not None]
-    return Decision(denied=denied, reason=reason, records=records, model_usage=usage)
+    return Decision(
+        denied=denied, reason=reason, records=records, model_usage=usage, user_text=told
+    )
 
 
 def _record(finding: Finding, index: int, *, allow_list_decided: bool) -> EvaluationRecord:

@@ -284,7 +284,8 @@ async def _turn_stored(
     record, client_state = _turn_record(
         user=user, request=request, protocol=protocol, run_id=run_id
     )
-    celery = executor_kind() == CELERY
+    record.executor = executor_kind()
+    celery = record.executor == CELERY
     record.start_running = start_running and not celery
     record.start_before_stored = record.start_running and start_before_stored
     run_payload = None

@@ -27,7 +27,8 @@ def demo_chat(request: HttpRequest) -> HttpResponse:
         {
             "runtime_url": request.META.get("SCRIPT_NAME", "").rstrip("/") + RUNTIME_PATH_PREFIX,
             "agent_id": DEFAULT_AGENT_NAME,
-            "admin_threads_url": reverse("admin:conversations_thread_changelist"),
+            # Resolves the client's thread id to that thread's inspector.
+            "admin_open_url": reverse("admin:conversations_thread_open"),
             "offline_model": not model_configured,
         },
     )

@@ -36,7 +36,7 @@ def test_a_message_streams_a_reply_from_the_offline_demo_model_and_reloads(
     assert result["errors"] == []
     assert result["offlineNotice"] is True
     thread_id = result["threadId"]
-    assert result["adminHref"] == f"/admin/conversations/thread/?q={thread_id}"
+    assert result["adminHref"] == f"/admin/conversations/thread/open/?thread={thread_id}"
     reply = result["reply"]
     assert reply.startswith("[offline demo model]")
     assert reply.endswith("You said: Hello browser")

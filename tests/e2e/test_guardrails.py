@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
-from conversations.models import RunStatus
+from conversations.models import RunStatus, Thread
+from copilot_runtime.guardrails.verdicts import DEFAULT_DENIAL_TEXT
 from copilot_runtime.models import GuardrailEvaluation, GuardrailRule
 from tests.e2e.js_client import JS_CLIENT_VERSIONS, run_js
 from tests.support.cloud_guardrails import CloudGuardrailsStandIn
@@ -118,10 +119,11 @@ def test_a_blocking_denial_fails_the_response_without_calling_the_model(
 
     result = run_js(version, generate_command(server.url, data))
 
-    reason = 'The message matches a denied pattern (rule "SSNs").'
     final = result["final"]
     assert [exchange["status"] for exchange in result["http"]] == [200]
-    assert final["status"] == denied_status(reason)
+    # The client is told no rule's name; the run's records keep it.
+    assert final["status"] == denied_status(DEFAULT_DENIAL_TEXT)
+    assert "SSNs" not in str(result)
     assert final["messages"] == []
     assert fake_upstream.requests() == []
     assert_no_traceback(str(result))
@@ -129,9 +131,13 @@ def test_a_blocking_denial_fails_the_response_without_calling_the_model(
     assert (run.status, run.error_code) == (RunStatus.FAILED, GUARDRAILS_CODE)
     (user_row,) = thread_rows(thread_id)
     assert (user_row.message_id, user_row.status) == ("u1", "failed")
-    assert user_row.status_reason.startswith("denied")
+    assert (
+        user_row.status_reason
+        == 'denied by guardrails: The message matches a denied pattern (rule "SSNs").'
+    )
     (record,) = evaluations_of(run.pk)
     assert (record.rule_id, record.verdict) == (rule.pk, "denied")
+    assert Thread.objects.get(thread_id=thread_id).title == ""  # not titled by the denied message
 
 
 @versions
@@ -164,7 +170,8 @@ def test_a_parallel_denial_stops_the_model_and_fails_the_streaming_message(
 
     result = run_js(version, generate_command(server.url, data))
 
-    reason = "Politics is off limits"
+    # The cloud judged a stored rule too: the end user is told the default text.
+    reason = DEFAULT_DENIAL_TEXT
     final = result["final"]
     assert final["status"] == denied_status(reason)
     (message,) = final["messages"]
@@ -311,6 +318,7 @@ def test_a_rule_edited_in_the_admin_applies_to_the_next_request(
                 "kind": "deny",
                 "match": "topic",
                 "text": "crypto, bitcoin",
+                "denial_text": "Let's keep crypto out of this.",
                 "agent_name": "",
                 "enabled": "on",
                 "priority": "0",
@@ -320,9 +328,7 @@ def test_a_rule_edited_in_the_admin_applies_to_the_next_request(
         rule = GuardrailRule.objects.get(name="No crypto")
 
         denied = ask("u2", "Tell me about crypto")
-        assert denied["status"] == denied_status(
-            'The message is about a denied topic: "crypto, bitcoin".'
-        )
+        assert denied["status"] == denied_status("Let's keep crypto out of this.")
 
         page = browser.get(f"/admin/copilot_runtime/guardrailrule/{rule.pk}/change/")
         assert page.status_code == 200

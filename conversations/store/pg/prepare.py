@@ -145,7 +145,7 @@ async def _prepare(turn: TurnRecord, ahead: asyncio.Future[PreparedTurn] | None)
     )
     if ahead is not None and not ahead.done():
         ahead.set_result(prepared)  # the caller may start the run now
-    new_title = "" if thread.title else _title(first_of)
+    new_title = "" if thread.title else _title(rows)
     await _write(turn, _turn_write(turn, thread.pk, rows, new_title, latest, now))
     if not superseding:
         remember_stored(
@@ -248,14 +248,13 @@ async def _set_aside(
     return superseding
 
 
-def _title(first_of: dict[str, Any]) -> str:
-    """A title for an untitled thread, from the history's first user text ("": none)."""
-    first_user = next(
-        (m for m in first_of.values() if m.kind == "text" and m.role == "user"),
-        None,
-    )
-    if first_user is not None and first_user.content.strip():
-        return title_from_text(first_user.content)
+def _title(rows: list[tuple[Any, ...]]) -> str:
+    """A title for an untitled thread, from the first user text among the turn's new message
+    rows ("": none). Only new ones: a stored message that left the thread untitled (one the
+    guardrails denied) does not title it when the client sends it again."""
+    first_user = next((row for row in rows if row[2] == "text" and row[3] == "user"), None)
+    if first_user is not None and first_user[4].strip():
+        return title_from_text(first_user[4])
     return ""
 
 
@@ -284,6 +283,7 @@ def _turn_write(
             now if running else None,
             payload,
             1 if running else 0,
+            turn.executor,
         ],
         messages=[(*row, thread_pk, turn.run_id) for row in rows],
         thread=[thread_pk, str(ThreadStatus.RUNNING), now, new_title],

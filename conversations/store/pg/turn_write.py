@@ -29,15 +29,17 @@ class TurnWrite(NamedTuple):
 
 
 # e: [id, thread, agent_name, protocol, request_type, previous_run_id, status, created_at,
-#     started_at, heartbeat_at, request_payload, attempts]
+#     started_at, heartbeat_at, request_payload, attempts, executor]
 _INSERT_RUNS = (
     f"INSERT INTO {RUN} (id, thread_id, agent_name, protocol, request_type, previous_run_id,"
     " status, error_code, error_details, limit_trips, model, input_tokens, output_tokens,"
     " cached_input_tokens, reasoning_tokens, cost, created_at, started_at, heartbeat_at,"
-    " request_payload, cancel_requested, attempts)"
+    " request_payload, cancel_requested, attempts, executor)"
     " SELECT e->>0, (e->>1)::bigint, e->>2, e->>3, e->>4, e->>5, e->>6, '', NULL, '[]', '', 0,"
     " 0, 0, 0, NULL, (e->>7)::timestamptz, (e->>8)::timestamptz, (e->>9)::timestamptz,"
-    " NULLIF(e->10, 'null'::jsonb), false, (e->>11)::int FROM jsonb_array_elements(%s::jsonb) e"
+    " NULLIF(e->10, 'null'::jsonb), false, (e->>11)::int,"
+    " coalesce(e->>12, '')"
+    " FROM jsonb_array_elements(%s::jsonb) e"
 )
 # e: [position, message_id, kind, role, content, action_name, arguments, parent_message_id,
 #     action_execution_id, result, image_format, image_bytes, status, status_reason, created_at,

@@ -116,6 +116,7 @@ def record(thread_id: str, messages: list[InputMessage], **extra: Any) -> TurnRe
         user=user,
         agent_name="default",
         protocol=extra.pop("protocol", "agui"),
+        executor=extra.pop("executor", "inline"),
         request_type="Chat",
         previous_run_id="",
         messages=messages,
@@ -188,6 +189,9 @@ async def test_a_first_turn_stores_the_same_thread_run_and_messages(pg: PgTurnSt
         orm_thread.metadata,
     )
     assert sql_thread.title == "Hello there"
+    # Where the run executes, written with its row by either store.
+    for run_id in (sql_runs[0], orm_runs[0]):
+        assert (await Run.objects.aget(pk=run_id)).executor == "inline"
 
 
 async def test_a_growing_history_appends_only_the_new_messages(pg: PgTurnStore) -> None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from copilot_runtime.adapters.base import UsageChunk
 from copilot_runtime.guardrails.rules import ALLOW, DENY
 from copilot_runtime.guardrails.verdicts import (
     ALLOWED,
+    DEFAULT_DENIAL_TEXT,
     DENIED,
     ERROR,
     Finding,
@@ -163,3 +166,36 @@ def test_request_supplied_rules_are_recorded_with_their_source() -> None:
         ("stored", ALLOWED),
         ("request", DENIED),
     ]
+
+
+# --- what the end user is told ------------------------------------------------------------------
+
+
+def test_the_end_user_is_told_the_deciding_rules_own_text_or_the_default() -> None:
+    named = dataclasses.replace(
+        pattern(DENY, r"\d{3}-\d{2}", name="SSNs", priority=5), denial_text="No ID numbers."
+    )
+    plain = pattern(DENY, "secret", name="Secrets")
+
+    by_named = decide([finding([plain, named], [True, True])], fails_closed=True)
+    by_plain = decide([finding([plain], [True])], fails_closed=True)
+
+    assert by_named.reason == 'The message matches a denied pattern (rule "SSNs").'
+    assert by_named.user_text == "No ID numbers."
+    assert by_plain.user_text == DEFAULT_DENIAL_TEXT
+    assert "Secrets" not in by_plain.user_text
+
+
+def test_failures_and_the_allow_list_tell_the_end_user_no_internals() -> None:
+    failed = decide([Finding.failed("model", [deny_topic("politics")], "boom")], fails_closed=True)
+    outside = decide([finding([allow_topic("cooking")], [False])], fails_closed=True)
+
+    assert "boom" in failed.reason and failed.user_text == DEFAULT_DENIAL_TEXT
+    assert "cooking" in outside.reason and outside.user_text == DEFAULT_DENIAL_TEXT
+
+
+def test_a_refusal_by_the_requests_own_topics_keeps_its_reason() -> None:
+    # The client sent those topics (cloud.guardrails.inputValidationRules): nothing internal.
+    decision = decide([finding([deny_topic("sports", rule_id=None)], [True])], fails_closed=True)
+
+    assert decision.user_text == decision.reason == 'The message is about a denied topic: "sports".'

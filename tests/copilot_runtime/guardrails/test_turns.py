@@ -13,7 +13,7 @@ import pytest
 from django.contrib.auth.models import AnonymousUser
 from django.test import override_settings
 
-from conversations.models import Message, Run, RunStatus
+from conversations.models import Message, Run, RunStatus, Thread
 from copilot_runtime.events import (
     ActionEnd,
     ActionResult,
@@ -28,7 +28,7 @@ from copilot_runtime.events import (
 from copilot_runtime.events.request import TurnRequest
 from copilot_runtime.guardrails import gate
 from copilot_runtime.guardrails.rules import RuleSpec, Subject
-from copilot_runtime.guardrails.verdicts import Finding
+from copilot_runtime.guardrails.verdicts import DEFAULT_DENIAL_TEXT, Finding
 from copilot_runtime.models import GuardrailEvaluation, GuardrailRule
 from copilot_runtime.runs.start import StartedTurn, turn_start
 from tests.copilot_runtime.guardrails.helpers import cloud_lists, turn_request, user_text
@@ -114,7 +114,8 @@ async def test_a_denial_in_blocking_mode_makes_no_model_call(
     configure: Configure, fake_upstream: Any
 ) -> None:
     configure()
-    rule = await add_rule("SSNs", match="pattern", text=r"\b\d{3}-\d{2}-\d{4}\b")
+    told = "Please leave out identity numbers."
+    rule = await add_rule("SSNs", match="pattern", text=r"\b\d{3}-\d{2}-\d{4}\b", denial_text=told)
     await add_rule("cooking", kind="allow", text="cooking, recipes", priority=-1)
 
     started = await start(ask("Here is my number: 123-45-6789, cooking recipes"))
@@ -122,20 +123,21 @@ async def test_a_denial_in_blocking_mode_makes_no_model_call(
 
     reason = 'The message matches a denied pattern (rule "SSNs").'
     assert fake_upstream.requests() == []
+    # The run's log names the rule; the end user is told the rule's own text.
     (decision,) = only(events, GuardrailDecision)
     assert decision.denied and decision.reason == reason and decision.mode == "blocking"
     (error,) = only(events, RunError)
     assert (error.code, error.message, error.details) == (
         GUARDRAILS_CODE,
-        reason,
-        {"guardrailsReason": reason},
+        told,
+        {"guardrailsReason": told},
     )
     assert isinstance(events[-1], RunFinished) and events[-1].status == "failed"
 
     run = await run_ended(started.run_id)
     assert run.status == RunStatus.FAILED
     assert run.error_code == GUARDRAILS_CODE
-    assert run.error_details == {"message": reason, "guardrailsReason": reason}
+    assert run.error_details == {"message": told, "guardrailsReason": told}
     assert (run.input_tokens, run.output_tokens) == (0, 0)
     user_message = await stored("u1")
     assert user_message.status == "failed"
@@ -174,6 +176,29 @@ async def test_an_allowed_message_runs_the_turn_and_is_recorded(
     assert records == {"politics": ("allowed", False), "cooking, recipes": ("allowed", True)}
 
 
+async def test_a_denied_message_does_not_title_its_thread_and_the_next_allowed_one_does(
+    configure: Configure, fake_upstream: Any
+) -> None:
+    configure()
+    await add_rule("passwords", match="pattern", text="password")
+    fake_upstream.script({"text": "Sure."})
+
+    denied = await start(ask("my password is hunter2"))
+    await events_until_finished(denied)
+    await run_ended(denied.run_id)
+    assert (await Thread.objects.aget(thread_id="thread-guard")).title == ""
+    # The client sends the denied message again, with a new one.
+    allowed = await start(
+        turn_request(
+            user_text("u1", "my password is hunter2"), user_text("u2", "Plan a trip to Porto")
+        )
+    )
+    await events_until_finished(allowed)
+
+    assert (await run_ended(allowed.run_id)).status == RunStatus.SUCCEEDED
+    assert (await Thread.objects.aget(thread_id="thread-guard")).title == "Plan a trip to Porto"
+
+
 async def test_with_an_allow_rule_in_scope_an_unmatched_message_is_denied(
     configure: Configure, fake_upstream: Any
 ) -> None:
@@ -183,7 +208,9 @@ async def test_with_an_allow_rule_in_scope_an_unmatched_message_is_denied(
     events = await events_until_finished(await start(ask("Who won the game last night?")))
 
     (error,) = only(events, RunError)
-    assert error.message == "The message is outside the allowed topics: cooking, recipes."
+    assert error.message == DEFAULT_DENIAL_TEXT
+    (decision,) = only(events, GuardrailDecision)
+    assert decision.reason == "The message is outside the allowed topics: cooking, recipes."
     assert fake_upstream.requests() == []
 
 
@@ -307,7 +334,7 @@ async def test_a_classifier_denial_makes_no_turn_model_call(
 
     assert len(fake_upstream.requests()) == 1  # the classifier only
     (error,) = only(events, RunError)
-    assert error.message == "Elections are politics."
+    assert error.message == DEFAULT_DENIAL_TEXT  # the classifier's words name the admin's topic
     run = await run_ended(started.run_id)
     assert run.input_tokens > 0  # the classifier's call is still paid for
     (record,) = await evaluations(started.run_id)
@@ -334,8 +361,9 @@ async def test_a_failing_classifier_fails_closed_or_open(
     assert "classifier down" in record.reason
     if fail == "closed":
         (error,) = only(events, RunError)
-        assert error.code == GUARDRAILS_CODE
-        assert error.message.startswith("Guardrails could not check this message (model: ")
+        assert (error.code, error.message) == (GUARDRAILS_CODE, DEFAULT_DENIAL_TEXT)
+        (decision,) = only(events, GuardrailDecision)
+        assert decision.reason.startswith("Guardrails could not check this message (model: ")
         assert len(fake_upstream.requests()) == 1
     else:
         assert only(events, RunError) == []
@@ -353,7 +381,9 @@ async def test_a_classifier_timeout_fails_closed_with_a_clear_reason(
     events = await events_until_finished(await start(ask("Hello there")))
 
     (error,) = only(events, RunError)
-    assert error.message == (
+    assert error.message == DEFAULT_DENIAL_TEXT
+    (decision,) = only(events, GuardrailDecision)
+    assert decision.reason == (
         "Guardrails could not check this message (model: the model did not answer within 0.3 s)"
     )
 
@@ -467,7 +497,7 @@ async def test_a_parallel_denial_stops_the_model_and_fails_the_streaming_message
     configure: Configure, fake_upstream: Any, held: HeldEvaluator
 ) -> None:
     configure(GUARDRAILS_MODE="parallel", GUARDRAILS_EVALUATOR="model")
-    await add_rule("politics")
+    await add_rule("politics", denial_text="Let's talk about something else.")
     fake_upstream.script({"tokens": 400, "delay_ms": 10})
     closed_before = fake_upstream.stats()["client_closed"]
 
@@ -477,18 +507,18 @@ async def test_a_parallel_denial_stops_the_model_and_fails_the_streaming_message
     held.decide(deny="Politics is off limits.")
     events += await events_until_finished(started)
 
-    reason = "Politics is off limits."
+    reason, told = "Politics is off limits.", "Let's talk about something else."
     assert only(events, TextEnd) == []
     (decision,) = only(events, GuardrailDecision)
-    assert decision.denied and decision.mode == "parallel"
+    assert decision.denied and decision.mode == "parallel" and decision.reason == reason
     (error,) = only(events, RunError)
-    assert (error.code, error.message) == (GUARDRAILS_CODE, reason)
+    assert (error.code, error.message) == (GUARDRAILS_CODE, told)
     assert len(only(events, TextDelta)) < 400
 
     run = await run_ended(started.run_id)
     assert (run.status, run.error_code) == (RunStatus.FAILED, GUARDRAILS_CODE)
     assistant = await Message.objects.aget(thread__thread_id="thread-guard", role="assistant")
-    assert (assistant.status, assistant.status_reason) == ("failed", INTERRUPTED + reason)
+    assert (assistant.status, assistant.status_reason) == ("failed", INTERRUPTED + told)
     assert assistant.content.startswith("t0 t1 t2")
     assert (await stored("u1")).status_reason == f"denied by guardrails: {reason}"
     for _ in range(100):  # the model's stream was closed, not read to its end
@@ -520,7 +550,7 @@ async def test_in_parallel_mode_no_server_action_runs_before_the_verdict(
     assert only(events, ActionResult) == []
     assert len(fake_upstream.requests()) == 1
     (error,) = only(events, RunError)
-    assert error.message == "No arithmetic today."
+    assert error.message == DEFAULT_DENIAL_TEXT
     kinds = [
         m.kind
         async for m in Message.objects.filter(thread__thread_id="thread-guard").order_by("position")
@@ -566,7 +596,7 @@ async def test_a_parallel_denial_after_the_reply_still_fails_the_run(
     events += await events_until_finished(started)
 
     (error,) = only(events, RunError)
-    assert error.message == "Too late, but still no."
+    assert error.message == DEFAULT_DENIAL_TEXT
     run = await run_ended(started.run_id)
     assert run.status == RunStatus.FAILED
     assistant = await Message.objects.aget(thread__thread_id="thread-guard", role="assistant")

@@ -136,8 +136,9 @@ class DenyAfterFirstTokens:
 async def test_the_general_executor_maps_a_parallel_denial_the_same_way(
     runtime_on_fake: None, fake_upstream: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # What the end user is told is the rule's own text (its name stays in the run's log).
     await GuardrailRule.objects.acreate(
-        name="politics", kind="deny", match="topic", text="politics"
+        name="politics", kind="deny", match="topic", text="politics", denial_text=REASON
     )
     monkeypatch.setattr(gate, "topic_evaluator", lambda *args: DenyAfterFirstTokens(fake_upstream))
     fake_upstream.script({"tokens": 300, "delay_ms": 10})

@@ -116,6 +116,7 @@ async def test_the_task_carries_the_request_and_the_run_keeps_only_its_answers(
     # A thread's first turn refers to no earlier request: everything travels.
     assert placement["history"] == {"base": None, "count": 1, "spans": []}
     run = await Run.objects.aget(pk=run_id)
+    assert run.executor == "celery"  # recorded with the run's row
     payload = dict(run.request_payload)
     # What the task carried of the history, for later tasks that refer to this run's.
     history = payload.pop("task_history")

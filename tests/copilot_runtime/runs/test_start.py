@@ -74,7 +74,7 @@ async def test_a_finished_turn_is_stored_with_its_log_and_usage(runtime_on_fake)
     assert isinstance(events[-1], RunFinished)
     run = await _run_ended(started.run_id)
     assert run.status == RunStatus.SUCCEEDED
-    assert run.model == "gpt-4o-mini"
+    assert (run.model, run.protocol, run.executor) == ("gpt-4o-mini", "graphql", "inline")
     assert run.output_tokens > 0 and run.input_tokens > 0
     assert run.first_token_at is not None and run.finished_at is not None
 
