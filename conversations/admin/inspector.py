@@ -350,11 +350,6 @@ def _reasoning_entries(log: RunLog) -> list[Entry]:
     return entries
 
 
-def _stored_reasoning_entry(message: Message) -> Entry:
-    sealed = isinstance(message.arguments, dict) and bool(message.arguments.get("encryptedValue"))
-    return Entry(kind="reasoning", name="signed" if sealed else "", value=message.content)
-
-
 def _group_end(run_id: str, runs: dict[str, Any], logs: dict[str, RunLog]) -> list[Entry]:
     log = logs.get(run_id) or RunLog()
     # Reasoning not shown yet (a run whose answer is not on this page, or that stopped).
@@ -426,7 +421,9 @@ def transcript_page(*, thread: Thread, page: Any, query: str = "") -> Transcript
         if message.kind == MessageKind.REASONING:
             if log is not None:  # stored: the log's copy is not shown again
                 log.reasoning.clear()
-            entries.append(_stored_reasoning_entry(message))
+            sealed = isinstance(message.arguments, dict) and message.arguments.get("encryptedValue")
+            name = "signed" if sealed else ""
+            entries.append(Entry(kind="reasoning", name=name, value=message.content))
             continue
         if log is not None and log.reasoning and message.role == "assistant":
             # The run's reasoning came before what it answered with.

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('conversations', '0014_message_kind_document'),
+        ('conversations', '0015_message_kind_reasoning'),
     ]
 
     operations = [
