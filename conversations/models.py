@@ -357,3 +357,17 @@ class Span(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind}:{self.name}"
+
+
+class TraceBlob(models.Model):
+    """A piece of content spans share, stored once: a system prompt or a set of tool
+    definitions, keyed by the sha256 of its canonical JSON (copilot_runtime/tracing/content.py).
+    ``last_used_at`` is moved forward by a run that uses it (at most hourly), so retention
+    deletes only what no kept span refers to."""
+
+    sha256 = models.CharField(primary_key=True, max_length=64)
+    content = models.JSONField()
+    last_used_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return self.sha256[:12]

@@ -9,11 +9,15 @@ from __future__ import annotations
 import datetime as dt
 
 from django.db import transaction
+from django.utils import timezone
 
-from conversations.models import Run, Span
+from conversations.models import Run, Span, TraceBlob
 from conversations.store.types import SpanWrite
 
 SPAN_BATCH_SIZE = 500
+# A stored blob's last use is moved forward when it is older than this: retention keeps a
+# blob used this long before the oldest run it keeps (conversations/management/retention.py).
+BLOB_TOUCH_EVERY = dt.timedelta(hours=1)
 
 
 def span_time(seconds: float | None) -> dt.datetime | None:
@@ -48,5 +52,18 @@ def spans_store(*, run_id: str, trace: SpanWrite) -> None:
                 ],
                 batch_size=SPAN_BATCH_SIZE,
             )
+        if trace.persist_spans and trace.blobs:
+            blobs_store(trace.blobs, now=timezone.now())
         if trace.cost is not None:
             Run.objects.filter(pk=run_id).update(cost=trace.cost)
+
+
+def blobs_store(blobs: dict[str, object], *, now: dt.datetime) -> None:
+    """Store the content spans refer to by hash, once; mark the stored ones used now."""
+    TraceBlob.objects.bulk_create(
+        [TraceBlob(sha256=digest, content=value, last_used_at=now) for digest, value in blobs.items()],
+        ignore_conflicts=True,
+    )
+    TraceBlob.objects.filter(sha256__in=list(blobs), last_used_at__lt=now - BLOB_TOUCH_EVERY).update(
+        last_used_at=now
+    )

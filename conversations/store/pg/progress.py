@@ -21,8 +21,16 @@ from typing import Any
 
 from conversations.models import RunStatus, ThreadStatus
 from conversations.store.pg.params import json_rows
-from conversations.store.pg.tables import AGENT_STATE, MESSAGE, RUN, RUN_EVENT, SPAN, THREAD
-from conversations.store.spans import span_time
+from conversations.store.pg.tables import (
+    AGENT_STATE,
+    MESSAGE,
+    RUN,
+    RUN_EVENT,
+    SPAN,
+    THREAD,
+    TRACE_BLOB,
+)
+from conversations.store.spans import BLOB_TOUCH_EVERY, span_time
 from conversations.store.types import Progress, RunProgress
 
 # A row's thread: given, or its run's (a run relayed from another process, a bare trace).
@@ -108,6 +116,15 @@ _SPANS = (
     " (e->>11)::timestamptz, (e->>12)::timestamptz FROM jsonb_array_elements(%s::jsonb) e"
 )
 
+# e: [sha256, content]. A blob already stored has its last use moved forward at most hourly
+# (retention reads it), so a hot system prompt's row is not rewritten by every run.
+_BLOBS = (
+    f"INSERT INTO {TRACE_BLOB} AS b (sha256, content, last_used_at)"
+    " SELECT e->>0, e->1, %s FROM jsonb_array_elements(%s::jsonb) e"
+    " ON CONFLICT (sha256) DO UPDATE SET last_used_at = EXCLUDED.last_used_at"
+    " WHERE b.last_used_at < EXCLUDED.last_used_at - %s"
+)
+
 
 def progress_statement(
     entries: Sequence[RunProgress], *, now: dt.datetime
@@ -124,6 +141,8 @@ def progress_statement(
     updates: list[Any] = []
     first_tokens: list[tuple[str, Any]] = []
     spans: list[Any] = []
+    # By hash, across the entries: one statement may not upsert a row twice.
+    blobs: dict[str, Any] = {}
     for run_id, thread_pk, progress in entries:
         events.extend([run_id, e.seq, e.type, e.payload] for e in progress.events)
         first = progress.first_position
@@ -188,6 +207,7 @@ def progress_statement(
                 ]
                 for r in trace.records
             )
+            blobs.update(trace.blobs)
     parts: list[str] = []
     params: list[Any] = []
     if events:
@@ -202,6 +222,9 @@ def progress_statement(
     if spans:
         parts.append(f"spans AS ({_SPANS})")
         params += [json_rows(spans)]
+    if blobs:
+        parts.append(f"blobs AS ({_BLOBS})")
+        params += [now, json_rows([[k, v] for k, v in blobs.items()]), BLOB_TOUCH_EVERY]
     if first_tokens:
         parts.append(f"first_tokens AS ({_FIRST_TOKENS})")
         first_token_rows = json_rows(first_tokens)
