@@ -60,10 +60,9 @@ def spans_store(*, run_id: str, trace: SpanWrite) -> None:
 
 def blobs_store(blobs: dict[str, object], *, now: dt.datetime) -> None:
     """Store the content spans refer to by hash, once; mark the stored ones used now."""
-    TraceBlob.objects.bulk_create(
-        [TraceBlob(sha256=digest, content=value, last_used_at=now) for digest, value in blobs.items()],
-        ignore_conflicts=True,
-    )
-    TraceBlob.objects.filter(sha256__in=list(blobs), last_used_at__lt=now - BLOB_TOUCH_EVERY).update(
+    rows = [TraceBlob(sha256=key, content=value, last_used_at=now) for key, value in blobs.items()]
+    TraceBlob.objects.bulk_create(rows, ignore_conflicts=True)
+    stale = now - BLOB_TOUCH_EVERY
+    TraceBlob.objects.filter(sha256__in=list(blobs), last_used_at__lt=stale).update(
         last_used_at=now
     )
