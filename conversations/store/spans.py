@@ -27,6 +27,15 @@ def span_time(seconds: float | None) -> dt.datetime | None:
     return dt.datetime.fromtimestamp(seconds, tz=dt.UTC)
 
 
+def run_span_times(trace: SpanWrite) -> tuple[dt.datetime | None, dt.datetime | None]:
+    """When the run span began and ended: the run's own start and end, so that a run's
+    duration and its run span's are one clock's (None, None: no closed run span)."""
+    for record in trace.records:
+        if not record.parent_span_id and record.ended_at is not None:
+            return span_time(record.started_at), span_time(record.ended_at)
+    return None, None
+
+
 def spans_store(*, run_id: str, trace: SpanWrite) -> None:
     """Store the run's spans (when ``trace.persist_spans``) and its cost, in one transaction."""
     with transaction.atomic():
@@ -54,8 +63,11 @@ def spans_store(*, run_id: str, trace: SpanWrite) -> None:
             )
         if trace.persist_spans and trace.blobs:
             blobs_store(trace.blobs, now=timezone.now())
-        if trace.cost is not None:
-            Run.objects.filter(pk=run_id).update(cost=trace.cost)
+        started_at, finished_at = run_span_times(trace)
+        times = {"started_at": started_at, "finished_at": finished_at} if finished_at else {}
+        cost = {"cost": trace.cost} if trace.cost is not None else {}
+        if times or cost:
+            Run.objects.filter(pk=run_id).update(**times, **cost)
 
 
 def blobs_store(blobs: dict[str, object], *, now: dt.datetime) -> None:

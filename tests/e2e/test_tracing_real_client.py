@@ -111,6 +111,8 @@ def test_a_traced_turn_with_a_server_action(
     assert root.attributes[attr.USAGE_COST] == pytest.approx(float(expected))
     assert root.attributes[attr.CONVERSATION_ID] == "traced-e2e"
     assert root.attributes[attr.RUN_STATUS] == "succeeded"
+    # One clock: the run's start, end and duration are its run span's.
+    assert (run.started_at, run.finished_at) == (root.started_at, root.ended_at)
 
 
 def test_a_served_process_exports_its_spans_over_otlp(

@@ -75,6 +75,9 @@ async def test_the_spans_of_a_run_are_stored_as_a_tree(run: Run) -> None:
     assert by_name["execute_tool weather"].is_error is False
     assert root.attributes[attr.TOOL_CALLS] == 2
     assert root.ended_at is not None
+    # The run's times are its run span's (one clock for both durations).
+    await run.arefresh_from_db()
+    assert (run.started_at, run.finished_at) == (root.started_at, root.ended_at)
 
 
 async def test_cost_is_stored_on_the_run_and_its_generation_spans(run: Run) -> None:
