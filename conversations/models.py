@@ -268,6 +268,8 @@ class Run(models.Model):
         indexes = [
             models.Index(fields=["thread", "-created_at"], name="run_thread_recent"),
             models.Index(fields=["status", "-created_at"], name="run_status_recent"),
+            # The usage page's periods: a range of creation times reads only its own runs.
+            models.Index(fields=["created_at"], name="run_created"),
         ]
         constraints = [
             # One run at a time per thread, kept by the database itself: two requests racing
@@ -291,6 +293,14 @@ class Run(models.Model):
         if self.started_at is None or self.finished_at is None:
             return None
         return int((self.finished_at - self.started_at).total_seconds() * 1000)
+
+
+class UsageReport(Run):
+    """The admin's usage page, as an entry of the admin index (a proxy: no table of its own)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = verbose_name_plural = "usage and cost"
 
 
 class RunEvent(models.Model):
