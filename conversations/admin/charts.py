@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
-WIDTH = 640
+WIDTH = 760
 _PLOT_HEIGHT = 150
 _TOP = 10
 _LEFT = 70  # the value labels
+_RIGHT = 24  # room for the last time label
 _BOTTOM = 34  # the time labels and the legend
 _MAX_BAR = 28.0
 _ROW_HEIGHT = 22
@@ -90,15 +91,17 @@ def nothing_yet(title: str) -> SafeString:
 
 def time_chart(
     title: str, *, labels: Sequence[str], ticks: Sequence[str], series: Sequence[Series],
-    value_text: ValueText,
+    value_text: ValueText, counts: bool = False,
 ) -> SafeString:  # fmt: skip
     """Bars over time: a slot per bucket (``labels`` name them in tooltips, ``ticks`` on the
-    axis), the series side by side in it."""
+    axis), the series side by side in it. ``counts``: whole numbers, so the axis is too."""
     values = [v for s in series for v in s.values if v is not None]
     if not values or max(values) <= 0:
         return nothing_yet(title)
     top = round_top(max(values))
-    plot_width = WIDTH - _LEFT
+    if counts:
+        top = max(top, 2.0)  # no "0.5 runs" on the axis
+    plot_width = WIDTH - _LEFT - _RIGHT
     slot = plot_width / max(1, len(labels))
     bar = min(_MAX_BAR, slot * 0.8 / len(series))
     parts = []
@@ -106,7 +109,7 @@ def time_chart(
         value = top * step / 2
         y = _TOP + _PLOT_HEIGHT * (1 - step / 2)
         parts.append(
-            f'<line x1="{_LEFT}" x2="{WIDTH}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ccc"/>'
+            f'<line x1="{_LEFT}" x2="{WIDTH - _RIGHT}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ccc"/>'
             f'<text class="chart-value" x="{_LEFT - 6}" y="{y + 4:.1f}" font-size="10" '
             f'text-anchor="end">{escape(value_text(value))}</text>'
         )

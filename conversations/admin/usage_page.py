@@ -51,9 +51,16 @@ def usage_charts(report: UsageReport) -> list[SafeString]:
     ticks = axis_ticks([_tick(report, b) for b in buckets])
     per = f"per {report.step}"
 
-    def chart(title: str, series: list[Series], value_text: Any) -> SafeString:
+    def chart(
+        title: str, series: list[Series], value_text: Any, *, counts: bool = False
+    ) -> SafeString:
         return time_chart(
-            f"{title} {per}", labels=labels, ticks=ticks, series=series, value_text=value_text
+            f"{title} {per}",
+            labels=labels,
+            ticks=ticks,
+            series=series,
+            value_text=value_text,
+            counts=counts,
         )
 
     return [
@@ -64,6 +71,7 @@ def usage_charts(report: UsageReport) -> list[SafeString]:
                 Series("errors", _RED, [b.errors for b in buckets]),
             ],
             count_text,
+            counts=True,
         ),
         chart(
             "Tokens",
@@ -72,6 +80,7 @@ def usage_charts(report: UsageReport) -> list[SafeString]:
                 Series("output", _LIGHT, [b.output_tokens for b in buckets]),
             ],
             count_text,
+            counts=True,
         ),
         chart("Cost (USD)", [Series("cost", _BLUE, [float(b.cost) for b in buckets])], money),
         chart(

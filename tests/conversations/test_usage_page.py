@@ -154,7 +154,7 @@ def test_a_time_chart_has_a_slot_per_bucket_and_a_readable_axis() -> None:
     )
 
     bars = re.findall(r'<rect class="chart-bar" x="[\d.]+" y="[\d.]+" width="([\d.]+)"', chart)
-    assert len(bars) == 1 and float(bars[0]) < 640 / 30  # one bar in one slot of thirty
+    assert len(bars) == 1 and float(bars[0]) < 760 / 30  # one bar in one slot of thirty
     assert re.findall(r'class="chart-value"[^>]*>([^<]*)<', chart) == [
         "$0",
         "$0.000025",
