@@ -90,7 +90,7 @@ async function modelCall(page, command) {
   await page.goto(`${command.baseUrl}${command.inspectPath}`);
   const calls = page.locator('#waterfall details.wf-row[data-kind="generation"]');
   const call = calls.nth((await calls.count()) - 1);
-  await call.locator("summary").click();
+  await call.locator(":scope > summary").click();
   const details = call.locator(".wf-details");
   const read = await details.evaluate((el) => ({
     prompt: [...el.querySelectorAll(".wf-prompt li")].map((li) => ({
