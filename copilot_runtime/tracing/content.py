@@ -83,6 +83,9 @@ class ContentBook:
     def __init__(self, redact: Redact = keep_as_is) -> None:
         self.redact = redact
         self.blobs: dict[str, Any] = {}
+        # The tool definitions a run sends with each call are one list: hashed once. The
+        # list is kept with its digest, so its id cannot be reused by another object.
+        self._tools: tuple[Any, str] | None = None
         # The length of the first call's conversation past its system prompt: entries beyond
         # it were added by this run.
         self._base: int | None = None
@@ -103,6 +106,11 @@ class ContentBook:
             "history": history,
             "in_run": max(len(entries) - lead - self._base, 0),
             "system": self.intern(entries[:lead]) if lead else None,
-            "tools": self.intern(list(request.tools)) if request.tools else None,
+            "tools": self._tools_digest(request.tools) if request.tools else None,
         }
         return reference
+
+    def _tools_digest(self, tools: Any) -> str:
+        if self._tools is None or self._tools[0] is not tools:
+            self._tools = (tools, self.intern(list(tools)))
+        return self._tools[1]
