@@ -284,6 +284,8 @@ class Run(models.Model):
         indexes = [
             models.Index(fields=["thread", "-created_at"], name="run_thread_recent"),
             models.Index(fields=["status", "-created_at"], name="run_status_recent"),
+            # The usage page's periods: a range of creation times reads only its own runs.
+            models.Index(fields=["created_at"], name="run_created"),
         ]
         permissions = [("stop_run", "Can stop a run")]
         constraints = [
@@ -308,6 +310,14 @@ class Run(models.Model):
         if self.started_at is None or self.finished_at is None:
             return None
         return int((self.finished_at - self.started_at).total_seconds() * 1000)
+
+
+class UsageReport(Run):
+    """The admin's usage page, as an entry of the admin index (a proxy: no table of its own)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = verbose_name_plural = "usage and cost"
 
 
 class RunEvent(models.Model):
@@ -374,3 +384,17 @@ class Span(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind}:{self.name}"
+
+
+class TraceBlob(models.Model):
+    """A piece of content spans share, stored once: a system prompt or a set of tool
+    definitions, keyed by the sha256 of its canonical JSON (copilot_runtime/tracing/content.py).
+    ``last_used_at`` is moved forward by a run that uses it (at most hourly), so retention
+    deletes only what no kept span refers to."""
+
+    sha256 = models.CharField(primary_key=True, max_length=64)
+    content = models.JSONField()
+    last_used_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return self.sha256[:12]

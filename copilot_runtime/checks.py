@@ -122,8 +122,8 @@ def _dotted_paths(configured: dict[str, Any]) -> Iterable[Error]:
     actions = configured.get("ACTIONS")
     for index, path in enumerate(actions if isinstance(actions, list) else []):
         yield from _dotted(f"COPILOT_RUNTIME['ACTIONS'][{index}]", path)
-    for key in ("ON_BEFORE_REQUEST", "ON_AFTER_REQUEST"):
-        yield from _dotted(f"COPILOT_RUNTIME[{key!r}]", configured.get(key))
+    for key in ("ON_BEFORE_REQUEST", "ON_AFTER_REQUEST", "TRACE_CONTENT_REDACT"):
+        yield from _dotted(f"COPILOT_RUNTIME[{key!r}]", configured.get(key) or None)
     endpoints = configured.get("REMOTE_ENDPOINTS")
     for index, endpoint in enumerate(endpoints if isinstance(endpoints, list) else []):
         if isinstance(endpoint, dict):

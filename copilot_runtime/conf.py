@@ -181,10 +181,14 @@ DEFAULTS: dict[str, Any] = {
     "COPILOT_CLOUD_BASE_URL": "https://api.cloud.copilotkit.ai",
     # Tracing (copilot_runtime/tracing): every run's spans are stored with it (the cost of its
     # model calls is recorded either way). Prompt and completion content (tool arguments and
-    # results too) is kept in spans only with TRACE_CONTENT on: it may be sensitive.
+    # results too) is kept in spans only with TRACE_CONTENT on: it may be sensitive. Off here,
+    # for a host project; the standalone site turns it on unless ENVIRONMENT=production.
     # OTEL_EXPORTER_OTLP_ENDPOINT (with the ``otel`` extra installed) also exports the spans.
     "TRACING": True,
     "TRACE_CONTENT": False,
+    # A dotted path to a callable applied to every piece of content (a JSON value) before it
+    # is kept, hashed or exported: it returns what may be stored (e.g. with secrets masked).
+    "TRACE_CONTENT_REDACT": "",
     # ``manage.py purge_traces`` deletes run events and spans older than this many days
     # (messages and agent states are kept).
     "TRACE_RETENTION_DAYS": 30,

@@ -14,6 +14,7 @@ from typing import Any
 
 from django.db.models import Case, Count, F, Max, Min, Q, QuerySet, TextField, Value, When
 
+from conversations.admin.call_content import attribute_rows, call_prompts
 from conversations.admin.rendering import (
     cost_text,
     duration_text,
@@ -207,6 +208,7 @@ def run_trace(*, run: RunSummary, page: Any = 1, now: dt.datetime | None = None)
         if not rows and total:  # past the last page: show the last one
             return run_trace(run=run, page=ceil(total / SPANS_PER_PAGE), now=now)
     rows = rows[:SPANS_PER_PAGE]
+    prompts = call_prompts(thread_pk=run.run.thread_id, spans=rows)
     spans = [
         SpanInput(
             span_id=span.span_id,
@@ -218,8 +220,10 @@ def run_trace(*, run: RunSummary, page: Any = 1, now: dt.datetime | None = None)
             is_error=span.is_error,
             is_complete=span.is_complete,
             attributes={
-                "attributes": json_text(span.attributes),
-                "input": _clip(span.input),
+                "rows": attribute_rows(span.attributes),
+                # A model call's input is references: shown as the prompt they rebuild.
+                "prompt": prompts.get(span.span_id),
+                "input": "" if span.span_id in prompts else _clip(span.input),
                 "output": _clip(span.output),
             },
         )

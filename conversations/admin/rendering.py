@@ -36,6 +36,22 @@ def cost_text(cost: Decimal | float | None) -> str:
     return f"${value:.4f}"
 
 
+def money(value: Decimal | float | int | None) -> str:
+    """A cost in USD to its magnitude: $0, $0.000036, $0.25, $12.50, $1,234.50 (two
+    significant digits below a dollar, cents above). None (nothing priced) reads $0 too, as in
+    the charts; the page says which runs had no price."""
+    amount = Decimal(str(value or 0))
+    if amount == 0:
+        return "$0"
+    sign, amount = ("-", -amount) if amount < 0 else ("", amount)
+    if amount >= 1:
+        return f"{sign}${amount:,.2f}"
+    places = max(2, -amount.adjusted() + 1)
+    text = f"{amount:.{places}f}"
+    whole, cents = text.split(".")
+    return f"{sign}${whole}.{cents.rstrip('0').ljust(2, '0')}"
+
+
 def duration_text(ms: float | None) -> str:
     if ms is None:
         return "—"

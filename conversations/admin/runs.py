@@ -10,14 +10,12 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import DurationField, ExpressionWrapper, F, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_POST
 
-from conversations.admin.charts import usage_charts
 from conversations.admin.filters import (
     CostFilter,
     FirstTokenFilter,
@@ -28,17 +26,7 @@ from conversations.admin.filters import (
 from conversations.admin.inspector import ACTIVE_RUN_STATUSES
 from conversations.admin.operations import run_stop
 from conversations.admin.rendering import cost_text, duration_text
-from conversations.admin.usage import (
-    ttft_by_day,
-    usage_by_agent,
-    usage_by_day,
-    usage_by_model,
-    usage_by_thread,
-)
 from conversations.models import Run
-
-USAGE_TEMPLATE = "admin/conversations/run/usage.html"
-USAGE_PERIODS = {"1": 1, "7": 7, "30": 30, "90": 90, "365": 365, "all": None}
 
 
 def run_inspect_url(run: Run) -> str:
@@ -269,27 +257,10 @@ class RunAdmin(admin.ModelAdmin):
         return HttpResponseRedirect(target)
 
     def usage_view(self, request: HttpRequest) -> HttpResponse:
-        if not self.has_view_permission(request):
-            raise PermissionDenied
-        period = request.GET.get("days", "30")
-        if period not in USAGE_PERIODS:
-            period = "30"
-        days = USAGE_PERIODS[period]
-        since = timezone.now() - dt.timedelta(days=days) if days is not None else None
-        by_day, by_model = usage_by_day(since=since), usage_by_model(since=since)
-        context: dict[str, Any] = {
-            **self.admin_site.each_context(request),
-            "opts": self.opts,
-            "title": "Usage and cost",
-            "period": period,
-            "periods": list(USAGE_PERIODS),
-            "by_day": by_day,
-            "by_agent": usage_by_agent(since=since),
-            "by_model": by_model,
-            "by_thread": usage_by_thread(since=since),
-            "charts": usage_charts(by_day=by_day, by_model=by_model, ttft=ttft_by_day(since=since)),
-        }
-        return TemplateResponse(request, USAGE_TEMPLATE, context)
+        """The report's old address: it lives on the admin index now (usage_page.py)."""
+        target = reverse("admin:conversations_usagereport_changelist")
+        query = request.META.get("QUERY_STRING", "")
+        return HttpResponseRedirect(f"{target}?{query}" if query else target)
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None

@@ -1,4 +1,5 @@
-"""Usage and cost totals: per thread, per agent, per model and per day (from the runs)."""
+"""Usage and cost totals of a thread, and the threads that cost the most (from the runs); the
+usage page's figures per time, agent, model and user are ``usage_report``'s."""
 
 from __future__ import annotations
 
@@ -7,8 +8,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Avg, Count, F, Max, Min, QuerySet, Sum
-from django.db.models.functions import TruncDate
+from django.db.models import Count, F, Max, Min, QuerySet, Sum
 
 from conversations.models import Run, Thread
 
@@ -83,27 +83,6 @@ def usage_of_thread(*, thread: Thread) -> ThreadUsage:
     )
 
 
-def usage_by_day(*, since: dt.datetime | None = None) -> list[UsageRow]:
-    rows = (
-        _runs_since(since)
-        .annotate(day=TruncDate("created_at"))
-        .values("day")
-        .annotate(**_SUMS)
-        .order_by("-day")
-    )
-    return [_row(row["day"], row["day"].isoformat(), row) for row in rows]
-
-
-def usage_by_agent(*, since: dt.datetime | None = None) -> list[UsageRow]:
-    rows = _runs_since(since).values("agent_name").annotate(**_SUMS).order_by("agent_name")
-    return [_row(row["agent_name"], row["agent_name"], row) for row in rows]
-
-
-def usage_by_model(*, since: dt.datetime | None = None) -> list[UsageRow]:
-    rows = _runs_since(since).values("model").annotate(**_SUMS).order_by("model")
-    return [_row(row["model"], row["model"] or "(none)", row) for row in rows]
-
-
 def usage_by_thread(*, since: dt.datetime | None = None, limit: int = 25) -> list[UsageRow]:
     """The threads that cost the most in the period (then the most output tokens)."""
     rows = (
@@ -113,19 +92,3 @@ def usage_by_thread(*, since: dt.datetime | None = None, limit: int = 25) -> lis
         .order_by(F("sum_cost").desc(nulls_last=True), "-sum_output_tokens", "thread_id")
     )[:limit]
     return [_row(row["thread_id"], row["thread__thread_id"], row) for row in rows]
-
-
-def ttft_by_day(*, since: dt.datetime | None = None) -> list[tuple[dt.date, float]]:
-    """The mean time to first token per day, in milliseconds, oldest first (runs that
-    streamed something)."""
-    rows = (
-        _runs_since(since)
-        .filter(first_token_at__isnull=False)
-        .annotate(day=TruncDate("created_at"))
-        .values("day")
-        .annotate(ttft=Avg(F("first_token_at") - F("created_at")))
-        .order_by("day")
-    )
-    return [
-        (row["day"], row["ttft"].total_seconds() * 1000) for row in rows if row["ttft"] is not None
-    ]

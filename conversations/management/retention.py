@@ -1,4 +1,5 @@
-"""Retention: a finished run's event log and spans are deleted once the run is old enough.
+"""Retention: a finished run's event log and spans are deleted once the run is old enough,
+and the content blobs no kept span can refer to any more (``TraceBlob``).
 
 Messages and agent states are kept: they are the conversation; the log and the spans are its
 diagnostics. Safe while the server serves: runs still pending or running are never touched,
@@ -15,7 +16,8 @@ from dataclasses import dataclass
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from conversations.models import Run, RunEvent, RunStatus, Span, ThreadStatus
+from conversations.models import Run, RunEvent, RunStatus, Span, ThreadStatus, TraceBlob
+from conversations.store.spans import BLOB_TOUCH_EVERY
 
 RUNS_PER_STEP = 200
 
@@ -25,9 +27,12 @@ class PurgeResult:
     runs: int = 0  # runs looked at
     run_events: int = 0
     spans: int = 0
+    blobs: int = 0
 
 
-def _delete_in_batches(rows: QuerySet[RunEvent] | QuerySet[Span], *, batch_size: int) -> int:
+def _delete_in_batches(
+    rows: QuerySet[RunEvent] | QuerySet[Span] | QuerySet[TraceBlob], *, batch_size: int
+) -> int:
     deleted = 0
     while True:
         pks = list(rows.values_list("pk", flat=True)[:batch_size])
@@ -63,6 +68,7 @@ def traces_purge(
             page = page.filter(Q(created_at__gt=last[0]) | Q(created_at=last[0], id__gt=last[1]))
         runs = list(page.values_list("created_at", "id")[:RUNS_PER_STEP])
         if not runs:
+            _purge_blobs(result, cutoff=cutoff, batch_size=batch_size, dry_run=dry_run)
             return result
         last = runs[-1]
         run_ids = [run_id for _, run_id in runs]
@@ -77,3 +83,16 @@ def traces_purge(
             result.spans += _delete_in_batches(spans, batch_size=batch_size)
             if pause_seconds:
                 time.sleep(pause_seconds)  # let the serving load breathe between steps
+
+
+def _purge_blobs(
+    result: PurgeResult, *, cutoff: dt.datetime, batch_size: int, dry_run: bool
+) -> None:
+    """Blobs last used before any kept run began. A run that uses a blob moves its last use to
+    its end unless it was moved within ``BLOB_TOUCH_EVERY``: a kept run (created after the
+    cutoff) leaves its blobs used after ``cutoff - BLOB_TOUCH_EVERY``; twice that, for clocks."""
+    unused = TraceBlob.objects.filter(last_used_at__lt=cutoff - 2 * BLOB_TOUCH_EVERY)
+    if dry_run:
+        result.blobs += unused.count()
+    else:
+        result.blobs += _delete_in_batches(unused, batch_size=batch_size)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, NamedTuple, Protocol
 
@@ -114,6 +114,8 @@ class SpanWrite:
     records: list[Any]  # copilot_runtime.tracing.records.SpanRecord
     cost: Decimal | None
     persist_spans: bool
+    # Content the spans refer to by sha256 (system prompts, tool definitions): TraceBlob rows.
+    blobs: dict[str, Any] = field(default_factory=dict)
 
 
 class TurnStore(Protocol):

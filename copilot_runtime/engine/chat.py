@@ -333,7 +333,9 @@ class ChatTurn:
     ) -> AsyncIterator[Event]:
         """One model call as events; fills ``calls``, ``text_parts`` and ``thinking`` (the
         signed thinking blocks, which the provider wants back with the calls' results)."""
-        yield GenerationStart(model=model, parameters=_parameters(model_request))
+        yield GenerationStart(
+            model=model, parameters=_parameters(model_request), request=model_request
+        )
         message_id = new_message_id()
         text_open = False
         text_used = False  # a text message was opened: text after reasoning starts a new one

@@ -23,7 +23,10 @@ class Event:
         # token than the rest of the recorder. Events are never mutated after they are emitted.
         names = _FIELD_NAMES.get(type(self))
         if names is None:
-            names = _FIELD_NAMES[type(self)] = tuple(f.name for f in fields(self))
+            # A field marked local is the process's own (never logged, never sent).
+            names = _FIELD_NAMES[type(self)] = tuple(
+                f.name for f in fields(self) if not f.metadata.get("local")
+            )
         return {name: getattr(self, name) for name in names}
 
 
@@ -136,6 +139,8 @@ class GenerationStart(Event):
     type: ClassVar[str] = "generation_start"
     model: str
     parameters: dict[str, Any] = field(default_factory=dict)
+    # The call's ``ModelRequest``, for the tracer's content capture only: never logged or sent.
+    request: Any = field(default=None, compare=False, repr=False, metadata={"local": True})
 
 
 @dataclass(slots=True)

@@ -205,6 +205,8 @@ LOGGING = {
 COPILOT_RUNTIME = {
     # Anonymous callers are welcome on the embedded default, not in production unless enabled.
     "ALLOW_ANONYMOUS": not PRODUCTION,
+    # Prompts and answers on spans while developing; in production only when enabled.
+    "TRACE_CONTENT": not PRODUCTION,
     "OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY", ""),
     "OPENAI_BASE_URL": os.environ.get("OPENAI_BASE_URL", ""),
     "OPENAI_MODEL": os.environ.get("OPENAI_MODEL", "gpt-4o-mini"),

@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from copilot_runtime.tracing import semconv as attr
+from copilot_runtime.tracing.content import Redact, keep_as_is
 from copilot_runtime.tracing.signals import KIND_AGENT, KIND_REASONING, KIND_RUN, KIND_TOOL, Signal
 from copilot_runtime.tracing.span_attributes import root_attributes
 from copilot_runtime.tracing.span_rules import GUARDRAIL, RULES
@@ -53,8 +54,10 @@ class SpanDeriver(SpanTree):
     """One run's spans, from its events. Call :meth:`start`, :meth:`observe` per event, then
     :meth:`flush` once; each returns the signals the call produced."""
 
-    def __init__(self, root: RunSpanSpec, *, capture_content: bool = False) -> None:
-        super().__init__(root, capture_content=capture_content)
+    def __init__(
+        self, root: RunSpanSpec, *, capture_content: bool = False, redact: Redact = keep_as_is
+    ) -> None:
+        super().__init__(root, capture_content=capture_content, redact=redact)
         self._started = False
         self._finished = False
 

@@ -60,12 +60,18 @@ def _generation_start(tree: SpanTree, event: Any, at: float) -> list[Signal]:
         provider=tree.root.provider,
         parameters=event.parameters or {},
     )
+    request = getattr(event, "request", None)
+    sent = None
+    if tree.capture_content and request is not None:
+        # References to what the call was sent, not a copy (tracing/content.py).
+        sent = tree.content.call_input(request=request, history=tree.root.history)
     signals.append(
         tree.open_span(
             key,
             kind=KIND_GENERATION,
             name=f"{attr.OP_CHAT} {event.model}",
             at=at,
+            input=sent,
             attributes=attributes,
         )
     )
@@ -115,11 +121,15 @@ def _action_end(tree: SpanTree, event: Any, at: float) -> list[Signal]:
     if pending is None or key in tree.open_spans:
         return []
     tree.totals.tool_calls += 1
-    arguments = parse_arguments("".join(pending.arguments)) if tree.capture_content else None
-    if tree.capture_content and tree.generation is not None:
-        tree.generation.tool_calls.append(
-            {"id": call_id, "name": pending.name, "arguments": arguments}
-        )
+    arguments = None
+    if tree.capture_content:
+        arguments = parse_arguments("".join(pending.arguments))
+        # The call's answer is redacted as a whole when it closes; the tool's input here.
+        if tree.generation is not None:
+            tree.generation.tool_calls.append(
+                {"id": call_id, "name": pending.name, "arguments": arguments}
+            )
+        arguments = tree.content.redact(arguments)
     return [
         tree.open_span(
             key,

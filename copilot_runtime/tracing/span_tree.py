@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from copilot_runtime.tracing import semconv as attr
+from copilot_runtime.tracing.content import ContentBook, Redact, keep_as_is
 from copilot_runtime.tracing.signals import KIND_RUN, SpanClosed, SpanOpened
 
 # The run span's key: every other span is under it.
@@ -32,6 +33,9 @@ class RunSpanSpec:
     # "agent" when an agent (not the plain chat engine) runs the turn.
     kind: str = KIND_RUN
     input: Any = None
+    # The stored messages the request carried (``content.history_reference``), when content
+    # is captured: what each model call's input refers to.
+    history: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -75,9 +79,12 @@ class RunTotals:
 class SpanTree:
     """One run's spans as far as its events went."""
 
-    def __init__(self, root: RunSpanSpec, *, capture_content: bool = False) -> None:
+    def __init__(
+        self, root: RunSpanSpec, *, capture_content: bool = False, redact: Redact = keep_as_is
+    ) -> None:
         self.root = root
         self.capture_content = capture_content
+        self.content = ContentBook(redact)
         self.open_spans: dict[str, str] = {}  # key -> kind, in opening order
         self.generation: Generation | None = None
         self.generation_count = 0
@@ -135,11 +142,13 @@ class SpanTree:
         incomplete: bool = False,
     ) -> SpanClosed:
         """Close ``key``, which is open; ``incomplete``: closed by the run's end. ``output``
-        is dropped unless content is captured."""
+        is dropped unless content is captured, and redacted when it is."""
         del self.open_spans[key]
         attributes = dict(attributes or {})
         if incomplete:
             attributes[attr.CLOSED_BY] = CLOSED_BY_RUN_END
+        if self.capture_content and output is not None:
+            output = self.content.redact(output)
         return SpanClosed(
             key=key,
             at=at,

@@ -17,6 +17,12 @@ from typing import Any
 from conversations.store import turn_store
 from conversations.store.types import SpanWrite
 from copilot_runtime.conf import runtime_setting
+from copilot_runtime.tracing.content import (
+    Redact,
+    history_reference,
+    keep_as_is,
+    redaction_hook,
+)
 from copilot_runtime.tracing.cost import prices_cached, spans_price
 from copilot_runtime.tracing.deriver import SpanDeriver
 from copilot_runtime.tracing.exporter import TraceExport, otlp_export_from_environment
@@ -27,8 +33,6 @@ from copilot_runtime.tracing.span_tree import RunSpanSpec
 logger = logging.getLogger(__name__)
 
 CHAT_AGENT = "default"
-# With content capture on, the run span keeps this many of the request's last messages.
-INPUT_MESSAGES_KEPT = 20
 
 
 class RunTracer:
@@ -38,6 +42,7 @@ class RunTracer:
         run_id: str,
         spec: RunSpanSpec,
         capture_content: bool = False,
+        redact: Redact = keep_as_is,
         persist_spans: bool = True,
         export: TraceExport | None = None,
         clock: Callable[[], float] = time.time,
@@ -51,7 +56,7 @@ class RunTracer:
         self._book = SpanBook()
         self._failed = False
         self._finished = False
-        self._deriver = SpanDeriver(spec, capture_content=capture_content)
+        self._deriver = SpanDeriver(spec, capture_content=capture_content, redact=redact)
         self._book.apply(self._deriver.start(clock()))
 
     @classmethod
@@ -75,6 +80,9 @@ class RunTracer:
     ) -> RunTracer:
         capture = bool(runtime_setting("TRACE_CONTENT"))
         agent_name = str(getattr(request, "agent_name", "") or CHAT_AGENT)
+        history = None
+        if capture:
+            history = history_reference(list(getattr(request, "messages", []) or []))
         spec = RunSpanSpec(
             run_id=run_id,
             thread_id=thread_id,
@@ -82,12 +90,15 @@ class RunTracer:
             model=model,
             provider=provider,
             kind=KIND_RUN if agent_name == CHAT_AGENT else KIND_AGENT,
-            input=_request_input(request) if capture else None,
+            # The run span refers to the stored messages the run was sent; no copy of them.
+            input={"history": history} if capture else None,
+            history=history,
         )
         return cls(
             run_id=run_id,
             spec=spec,
             capture_content=capture,
+            redact=redaction_hook() if capture else keep_as_is,
             persist_spans=bool(runtime_setting("TRACING")),
             export=otlp_export_from_environment(),
         )
@@ -117,6 +128,7 @@ class RunTracer:
                 records=records,
                 cost=self.cost,
                 persist_spans=self._persist_spans,
+                blobs=dict(self._deriver.content.blobs),
             )
         except Exception:
             self._fail("closing spans")
@@ -156,28 +168,3 @@ class RunTracer:
             doing,
             exc_info=True,
         )
-
-
-def _request_input(request: Any) -> dict[str, Any]:
-    """The request's last messages, as the run span's input (content capture only)."""
-    entries = []
-    for message in list(getattr(request, "messages", []) or [])[-INPUT_MESSAGES_KEPT:]:
-        if message.kind == "text":
-            entries.append({"role": message.role, "content": message.content})
-        elif message.kind == "action_execution":
-            entries.append(
-                {
-                    "role": "assistant",
-                    "tool_call": message.action_name,
-                    "arguments": message.arguments,
-                }
-            )
-        elif message.kind == "result":
-            entries.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": message.action_execution_id,
-                    "content": message.result,
-                }
-            )
-    return {"messages": entries}

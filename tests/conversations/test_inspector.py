@@ -204,7 +204,7 @@ def test_the_waterfall_draws_a_runs_spans_to_scale(
     # Children are indented under the run span.
     assert "padding-left: 0.0em" in rows[0][2] and "padding-left: 1.2em" in rows[1][2]
     assert "2.50 s" in waterfall  # the axis ends at the run's duration
-    assert "&quot;gen_ai.usage.cost&quot;: 0.00018" in waterfall
+    assert '<th scope="row">gen_ai.usage.cost</th><td>0.00018</td>' in waterfall
 
 
 def test_the_latest_run_is_shown_by_default(

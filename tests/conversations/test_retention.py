@@ -11,7 +11,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from conversations.management.retention import traces_purge
-from conversations.models import AgentState, Message, Run, RunEvent, Span, Thread
+from conversations.models import AgentState, Message, Run, RunEvent, Span, Thread, TraceBlob
 
 pytestmark = pytest.mark.django_db
 
@@ -95,6 +95,19 @@ def test_a_dry_run_counts_and_deletes_nothing(runs: dict[str, Run]) -> None:
     assert RunEvent.objects.count() == 16 and Span.objects.count() == 11
 
 
+def test_content_blobs_go_once_no_kept_run_can_use_them() -> None:
+    now = timezone.now()
+    for name, days_old in (("stale", 31), ("used-lately", 29), ("used-today", 0)):
+        used = now - dt.timedelta(days=days_old)
+        TraceBlob.objects.create(sha256=name.ljust(64, "0"), content=[name], last_used_at=used)
+
+    counted = traces_purge(older_than=dt.timedelta(days=30), dry_run=True, now=now)
+    result = traces_purge(older_than=dt.timedelta(days=30), now=now)
+
+    assert (counted.blobs, result.blobs) == (1, 1)
+    assert sorted(b.content[0] for b in TraceBlob.objects.all()) == ["used-lately", "used-today"]
+
+
 def test_many_runs_are_walked_in_steps(monkeypatch: pytest.MonkeyPatch) -> None:
     from conversations.management import retention
 
@@ -115,7 +128,8 @@ def test_the_command_uses_the_setting_by_default(runs: dict[str, Run]) -> None:
         call_command("purge_traces", stdout=out)
 
     assert (
-        "Deleted 7 run event(s) and 5 span(s) of 1 run(s) older than 100 day(s)." in out.getvalue()
+        "Deleted 7 run event(s) and 5 span(s) of 1 run(s) older than 100 day(s), and 0 unused "
+        "content blob(s)." in out.getvalue()
     )
     assert _left("older") == (0, 0) and _left("old") == (3, 2)
 

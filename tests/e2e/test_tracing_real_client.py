@@ -3,14 +3,18 @@ served process stores (and exports over OTLP) the expected span tree, usage and 
 
 from __future__ import annotations
 
+import html
 import importlib
 import json
+import re
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from django.test import Client
+from django.urls import reverse
 
-from conversations.models import RunStatus, Span
+from conversations.models import RunStatus, Span, TraceBlob
 from copilot_runtime.models import ModelPrice
 from copilot_runtime.tracing import semconv as attr
 from copilot_runtime.tracing.records import trace_id_for_run
@@ -45,7 +49,7 @@ def _spans(run_id: str, count: int) -> list[Span]:
 
 
 def test_a_traced_turn_with_a_server_action(
-    live_server_factory: Any, fake_upstream: FakeUpstream
+    live_server_factory: Any, fake_upstream: FakeUpstream, admin_client: Client
 ) -> None:
     ModelPrice.objects.create(
         model="gpt-4o-mini",
@@ -80,7 +84,23 @@ def test_a_traced_turn_with_a_server_action(
     assert tool.attributes[attr.TOOL_CALL_ID] == result["final"]["messages"][0]["id"]
     assert (tool.input, tool.output, tool.is_error) == ({"a": 2, "b": 40}, {"sum": 42}, False)
     assert second_call.output == {"role": "assistant", "content": "The sum is 42."}
-    assert root.input == {"messages": [{"role": "user", "content": "What is 2 + 40?"}]}
+    # Content by reference: the stored message sent, then what the run added before a call.
+    assert root.input == {"history": {"first": "u1", "last": "u1", "count": 1}}
+    assert first_call.input["history"] == second_call.input["history"] == root.input["history"]
+    assert (first_call.input["in_run"], second_call.input["in_run"]) == (0, 2)
+    assert first_call.input["tools"] == second_call.input["tools"]
+    tools = TraceBlob.objects.get(sha256=first_call.input["tools"]).content
+    assert "serverAdd" in json.dumps(tools)
+    # The inspector rebuilds the second call's whole prompt from those references.
+    page = admin_client.get(
+        reverse("admin:conversations_thread_inspect", args=[run.thread_id]), {"run": run.pk}
+    ).content.decode()
+    calls_shown = re.findall(r'data-kind="generation">(.*?)</details>', page, re.S)
+    prompt = calls_shown[1]
+    texts = re.findall(r'<pre class="ins-json">(.*?)</pre>', prompt, re.S)
+    shown = [html.unescape(text) for text in texts]
+    assert shown[0] == "What is 2 + 40?"
+    assert shown[1].startswith("calls serverAdd(") and '"sum": 42' in shown[2]
     # Usage per call adds up to the run's; the cost is priced per call and summed.
     calls = [first_call.attributes, second_call.attributes]
     assert sum(c[attr.USAGE_INPUT_TOKENS] for c in calls) == run.input_tokens
@@ -91,6 +111,8 @@ def test_a_traced_turn_with_a_server_action(
     assert root.attributes[attr.USAGE_COST] == pytest.approx(float(expected))
     assert root.attributes[attr.CONVERSATION_ID] == "traced-e2e"
     assert root.attributes[attr.RUN_STATUS] == "succeeded"
+    # One clock: the run's start, end and duration are its run span's.
+    assert (run.started_at, run.finished_at) == (root.started_at, root.ended_at)
 
 
 def test_a_served_process_exports_its_spans_over_otlp(
@@ -107,6 +129,7 @@ def test_a_served_process_exports_its_spans_over_otlp(
                 OTEL_EXPORTER_OTLP_ENDPOINT=collector.url,
                 OTEL_BSP_SCHEDULE_DELAY="50",
                 OTEL_SERVICE_NAME="copilot-e2e",
+                COPILOT_RUNTIME_TRACE_CONTENT="false",
             )
         )
         fake_upstream.script(*ADD_THEN_ANSWER)
@@ -128,7 +151,7 @@ def test_a_served_process_exports_its_spans_over_otlp(
     assert {s.trace_id.hex() for s in exported} == {trace_id_for_run(run_id)}
     names = sorted(s.name for s in exported)
     assert names == sorted(s.name for s in stored)
-    # Content is off by default: nothing of the conversation leaves the process.
+    # With content off, nothing of the conversation leaves the process.
     for span in exported:
         for item in span.attributes:
             assert item.key not in (attr.TOOL_CALL_ARGUMENTS, attr.TOOL_CALL_RESULT)

@@ -58,5 +58,6 @@ class Command(BaseCommand):
         verb = "Would delete" if options["dry_run"] else "Deleted"
         self.stdout.write(
             f"{verb} {result.run_events} run event(s) and {result.spans} span(s) of "
-            f"{result.runs} run(s) older than {days:g} day(s)."
+            f"{result.runs} run(s) older than {days:g} day(s), and {result.blobs} unused "
+            "content blob(s)."
         )

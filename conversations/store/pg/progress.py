@@ -21,8 +21,16 @@ from typing import Any
 
 from conversations.models import RunStatus, ThreadStatus
 from conversations.store.pg.params import json_rows
-from conversations.store.pg.tables import AGENT_STATE, MESSAGE, RUN, RUN_EVENT, SPAN, THREAD
-from conversations.store.spans import span_time
+from conversations.store.pg.tables import (
+    AGENT_STATE,
+    MESSAGE,
+    RUN,
+    RUN_EVENT,
+    SPAN,
+    THREAD,
+    TRACE_BLOB,
+)
+from conversations.store.spans import BLOB_TOUCH_EVERY, run_span_times, span_time
 from conversations.store.types import Progress, RunProgress
 
 # A row's thread: given, or its run's (a run relayed from another process, a bare trace).
@@ -55,20 +63,24 @@ _STATES = (
 )
 # e: [run, status (null: not its end), error_code, error_details, input_tokens, output_tokens,
 #     cached_input_tokens, reasoning_tokens, limit_trips, model, cost, first_token_at,
-#     its thread's status, its start's time and model (null and "": none; see RunStart)].
+#     its thread's status, its start's time and model (null and "": none; see RunStart),
+#     its run span's start and end (null: none; then the run's own times stand)].
 #     Named: the threads' part reads what it returns.
 # Whether the row gains its start: given, and not recorded yet (by the heartbeat, say).
 _STARTS = "(r.started_at IS NULL AND e->>13 IS NOT NULL)"
 _RUNS = (
     f"ran AS (UPDATE {RUN} r SET status = coalesce(e->>1,"
     f" CASE WHEN {_STARTS} AND r.status = 'pending' THEN 'running' ELSE r.status END),"
-    f" started_at = CASE WHEN {_STARTS} THEN (e->>13)::timestamptz ELSE r.started_at END,"
+    # The run span's times, when the trace comes: a run's duration and its span's agree.
+    " started_at = coalesce((e->>15)::timestamptz,"
+    f" CASE WHEN {_STARTS} THEN (e->>13)::timestamptz ELSE r.started_at END),"
     f" heartbeat_at = CASE WHEN {_STARTS} THEN (e->>13)::timestamptz ELSE r.heartbeat_at END,"
     f" attempts = r.attempts + CASE WHEN {_STARTS} THEN 1 ELSE 0 END,"
     " error_code = CASE WHEN e->>1 IS NULL THEN r.error_code ELSE e->>2 END,"
     " error_details = CASE WHEN e->>1 IS NULL THEN r.error_details"
     " ELSE NULLIF(e->3, 'null'::jsonb) END,"
-    " finished_at = CASE WHEN e->>1 IS NULL THEN r.finished_at ELSE %s END,"
+    " finished_at = coalesce((e->>16)::timestamptz,"
+    " CASE WHEN e->>1 IS NULL THEN r.finished_at ELSE %s END),"
     " input_tokens = r.input_tokens + (e->>4)::bigint,"
     " output_tokens = r.output_tokens + (e->>5)::bigint,"
     " cached_input_tokens = r.cached_input_tokens + (e->>6)::bigint,"
@@ -108,6 +120,15 @@ _SPANS = (
     " (e->>11)::timestamptz, (e->>12)::timestamptz FROM jsonb_array_elements(%s::jsonb) e"
 )
 
+# e: [sha256, content]. A blob already stored has its last use moved forward at most hourly
+# (retention reads it), so a hot system prompt's row is not rewritten by every run.
+_BLOBS = (
+    f"INSERT INTO {TRACE_BLOB} AS b (sha256, content, last_used_at)"
+    " SELECT e->>0, e->1, %s FROM jsonb_array_elements(%s::jsonb) e"
+    " ON CONFLICT (sha256) DO UPDATE SET last_used_at = EXCLUDED.last_used_at"
+    " WHERE b.last_used_at < EXCLUDED.last_used_at - %s"
+)
+
 
 def progress_statement(
     entries: Sequence[RunProgress], *, now: dt.datetime
@@ -124,6 +145,8 @@ def progress_statement(
     updates: list[Any] = []
     first_tokens: list[tuple[str, Any]] = []
     spans: list[Any] = []
+    # By hash, across the entries: one statement may not upsert a row twice.
+    blobs: dict[str, Any] = {}
     for run_id, thread_pk, progress in entries:
         events.extend([run_id, e.seq, e.type, e.payload] for e in progress.events)
         first = progress.first_position
@@ -163,7 +186,7 @@ def progress_statement(
         )
         update = _run_update(run_id, progress)
         if update is not None:
-            if update[1] is None and update[10] is None and update[13] is None:
+            if update[1] is None and update[10] is None and update[13] is None and not update[16]:
                 # not its end, no cost, not its start: its first token's time alone
                 first_tokens.append((run_id, update[11]))
             else:
@@ -188,6 +211,7 @@ def progress_statement(
                 ]
                 for r in trace.records
             )
+            blobs.update(trace.blobs)
     parts: list[str] = []
     params: list[Any] = []
     if events:
@@ -202,6 +226,9 @@ def progress_statement(
     if spans:
         parts.append(f"spans AS ({_SPANS})")
         params += [json_rows(spans)]
+    if blobs:
+        parts.append(f"blobs AS ({_BLOBS})")
+        params += [now, json_rows([[k, v] for k, v in blobs.items()]), BLOB_TOUCH_EVERY]
     if first_tokens:
         parts.append(f"first_tokens AS ({_FIRST_TOKENS})")
         first_token_rows = json_rows(first_tokens)
@@ -227,12 +254,13 @@ def _run_update(run_id: str, progress: Progress) -> list[Any] | None:
     first_token_at = progress.first_token_at
     start = progress.start
     started_at, start_model = (None, "") if start is None else start
+    span_start, span_end = (None, None) if trace is None else run_span_times(trace)
     if outcome is None:
-        if first_token_at is None and cost is None and start is None:
+        if first_token_at is None and cost is None and start is None and span_end is None:
             return None
         return [
             run_id, None, "", None, 0, 0, 0, 0, None, "", cost, first_token_at, None,
-            started_at, start_model,
+            started_at, start_model, span_start, span_end,
         ]  # fmt: skip
     status = str(outcome.status)
     if status == RunStatus.INTERRUPTED or (progress.interrupted and status == RunStatus.SUCCEEDED):
@@ -256,4 +284,6 @@ def _run_update(run_id: str, progress: Progress) -> list[Any] | None:
         thread_status,
         started_at,
         start_model,
+        span_start,
+        span_end,
     ]

@@ -26,7 +26,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.db import OperationalError
 from django.test import override_settings
 
-from conversations.models import Message, Run, RunEvent, RunStatus
+from conversations.models import Message, Run, RunEvent, RunStatus, Span
 from conversations.store import turn_store
 from conversations.store.types import PreparedTurn
 from copilot_runtime.events import Event
@@ -286,7 +286,10 @@ async def test_a_run_claimed_in_redis_goes_from_pending_to_its_end_in_its_one_wr
     assert (status, attempts) == (RunStatus.SUCCEEDED, 1)
     run = await Run.objects.aget(pk=prepared.run_id)
     assert run.started_at is not None and finished_at is not None
-    assert run.started_at <= finished_at and run.heartbeat_at == run.started_at
+    # Its start and end are its run span's (one clock for the run and its span).
+    root = await Span.objects.aget(run_id=prepared.run_id, parent_span_id="")
+    assert (run.started_at, finished_at) == (root.started_at, root.ended_at)
+    assert run.heartbeat_at is not None and run.started_at <= finished_at
     assert run.model != ""  # recorded with the start (the adapter's default model here)
     assert heard  # its followers were told
     # Taken: another delivery of the task is refused.
@@ -317,11 +320,10 @@ async def test_a_run_claimed_in_redis_is_recorded_running_by_its_first_write(
         assert await execution == RunStatus.SUCCEEDED
     assert never_marked == []
     ended = await Run.objects.aget(pk=prepared.run_id)
-    assert (ended.status, ended.attempts, ended.started_at) == (
-        RunStatus.SUCCEEDED,
-        1,
-        run.started_at,
-    )
+    assert (ended.status, ended.attempts) == (RunStatus.SUCCEEDED, 1)
+    # Recorded running by its first write; its end writes its run span's start and end.
+    root = await Span.objects.aget(run_id=prepared.run_id, parent_span_id="")
+    assert (ended.started_at, ended.finished_at) == (root.started_at, root.ended_at)
 
 
 async def test_a_delivery_whose_run_redis_gave_another_stores_and_tells_nothing(

@@ -76,6 +76,16 @@ def test_development_defaults_welcome_anonymous_callers_with_debug_on() -> None:
     assert result.stdout.split() == ["True", "True", "True"]
 
 
+def test_span_content_is_kept_in_development_only_unless_enabled() -> None:
+    probe = "import copilot_runtime.site.settings as s; print(s.COPILOT_RUNTIME['TRACE_CONTENT'])"
+    development = import_settings(probe)
+    production = import_settings(
+        probe, ENVIRONMENT="production", DEBUG="false", SECRET_KEY=OWN_SECRET_KEY
+    )
+
+    assert (development.stdout.strip(), production.stdout.strip()) == ("True", "False")
+
+
 # The production configuration the README documents (section Production).
 DOCUMENTED_PRODUCTION = {
     "ENVIRONMENT": "production",
