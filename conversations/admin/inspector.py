@@ -15,6 +15,7 @@ from typing import Any
 from django.db.models import Case, Count, F, Max, Min, Q, QuerySet, TextField, Value, When
 
 from conversations.admin.call_content import attribute_rows, call_prompts
+from conversations.admin.paging import Pages, page_number, pages_of
 from conversations.admin.rendering import (
     cost_text,
     duration_text,
@@ -35,7 +36,6 @@ from conversations.models import (
     Thread,
 )
 from conversations.services.runs import WORKER_LOST_CODE
-from copilot_runtime.client_numbers import ClientNumberError, parse_client_int
 
 MESSAGES_PER_PAGE = 100
 RUNS_PER_PAGE = 25
@@ -65,50 +65,6 @@ _RUN_FIELDS = (
     "finished_at",
     "cancel_requested",
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Pages:
-    number: int
-    count: int
-    total: int
-
-    @property
-    def has_previous(self) -> bool:
-        return self.number > 1
-
-    @property
-    def has_next(self) -> bool:
-        return self.number < self.count
-
-    @property
-    def previous_number(self) -> int:
-        return self.number - 1
-
-    @property
-    def next_number(self) -> int:
-        return self.number + 1
-
-
-# Past the last page the last one is shown, so no larger page number is worth reading (the
-# offset of a page still fits the database's bigint).
-_PAGE_READ_MAX = 2**31 - 1
-
-
-def _page_number(requested: Any) -> int:
-    """The page a query string (or this module) names: a number too large is the last page,
-    anything that is no page number the first."""
-    if isinstance(requested, int) and not isinstance(requested, bool):
-        return max(requested, 1)
-    try:
-        return parse_client_int(requested, minimum=1, maximum=_PAGE_READ_MAX)
-    except ClientNumberError as refused:
-        return _PAGE_READ_MAX if refused.too_large else 1
-
-
-def _pages(total: int, per_page: int, requested: Any) -> Pages:
-    count = max(1, ceil(total / per_page))
-    return Pages(number=min(_page_number(requested), count), count=count, total=total)
 
 
 # --- runs -------------------------------------------------------------------------------------
@@ -156,7 +112,7 @@ def _runs(thread: Thread) -> QuerySet[Run]:
 
 def runs_page(*, thread: Thread, page: Any) -> tuple[list[RunSummary], Pages]:
     runs = _runs(thread)
-    pages = _pages(runs.count(), RUNS_PER_PAGE, page)
+    pages = pages_of(runs.count(), RUNS_PER_PAGE, page)
     offset = (pages.number - 1) * RUNS_PER_PAGE
     rows = runs.order_by("-created_at", "-id")[offset : offset + RUNS_PER_PAGE]
     return [RunSummary(run) for run in rows], pages
@@ -192,7 +148,7 @@ def _clip(value: Any) -> str:
 def run_trace(*, run: RunSummary, page: Any = 1, now: dt.datetime | None = None) -> RunTrace:
     """One page of a run's spans (in start order) on the run's whole timeline."""
     spans_of_run = Span.objects.filter(run_id=run.run.pk)
-    number = _page_number(page)
+    number = page_number(page)
     offset = (number - 1) * SPANS_PER_PAGE
     rows = list(spans_of_run.order_by("started_at", "id")[offset : offset + SPANS_PER_PAGE + 1])
     axis = None
@@ -232,7 +188,7 @@ def run_trace(*, run: RunSummary, page: Any = 1, now: dt.datetime | None = None)
     return RunTrace(
         run=run,
         waterfall=waterfall_layout(spans, now=now, axis=axis),
-        pages=_pages(total, SPANS_PER_PAGE, number),
+        pages=pages_of(total, SPANS_PER_PAGE, number),
     )
 
 
@@ -375,7 +331,7 @@ def _group_end(run_id: str, runs: dict[str, Any], logs: dict[str, RunLog]) -> li
 def transcript_page(*, thread: Thread, page: Any, query: str = "") -> Transcript:
     query = query.strip()
     messages = _messages(thread, query)
-    pages = _pages(messages.count(), MESSAGES_PER_PAGE, page)
+    pages = pages_of(messages.count(), MESSAGES_PER_PAGE, page)
     offset = (pages.number - 1) * MESSAGES_PER_PAGE
     # One more than the page: the next page's first message bounds this page's snapshots.
     rows = list(messages.order_by("position")[offset : offset + MESSAGES_PER_PAGE + 1])
