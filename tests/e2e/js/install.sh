@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs the pinned CopilotKit GraphQL clients (gql-<version>/), the GraphQL-over-websocket
-# clients (ws/), the CopilotKit v2 frontend core with Playwright's library (agui/) and
-# Playwright's library alone for the admin's browser tests (browser/), and the real CopilotKit
-# React UIs (react-v1/, react-v2/, bundled by the cross-origin browser test) used by the
-# end-to-end tests.
+# clients (ws/), the CopilotKit v2 frontend core with Playwright's library (agui/), the AG-UI 1.0
+# client (agui-1.0/), Playwright's library alone for the admin's browser tests (browser/), and
+# the real CopilotKit React UIs (react-v1/, react-v2/, bundled by the cross-origin browser test)
+# used by the end-to-end tests.
 # Runs `npm ci` in a version folder only when its node_modules is missing or older than its
 # lock file, so calling it before every test session is cheap. Quiet unless something fails.
 set -euo pipefail
@@ -15,8 +15,8 @@ js_root="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 pids=()
 logs=()
 folders=()
-for folder in "${js_root}"/gql-*/ "${js_root}"/ws/ "${js_root}"/agui/ "${js_root}"/browser/ \
-  "${js_root}"/react-v1/ "${js_root}"/react-v2/; do
+for folder in "${js_root}"/gql-*/ "${js_root}"/ws/ "${js_root}"/agui/ "${js_root}"/agui-1.0/ \
+  "${js_root}"/browser/ "${js_root}"/react-v1/ "${js_root}"/react-v2/; do
   folder="${folder%/}"
   lock_file="${folder}/package-lock.json"
   [[ -f "${lock_file}" ]] || continue

@@ -22,7 +22,9 @@
 // }
 // Result: {connection, runtimeVersion, transport, capabilities, threadEndpoints,
 //          steps: [{events, error?, response?}], messages, state, toolCalls, errors,
-//          http: [{method, url, status, requestBody, responseText}]}
+//          http: [{method, url, status, requestBody, responseText}],
+//          schemaErrors: [{url, event, issues}]: every event of every SSE answer parsed with
+//          the EventSchemas of @ag-ui/core 0.0.59 (the client's own), and what failed}
 //
 // Everything the libraries print goes to stderr, so stdout stays one JSON document.
 "use strict";
@@ -105,7 +107,26 @@ function stopRecording(recorder) {
 function loadLibraries() {
   const { CopilotKitCore, ProxiedCopilotRuntimeAgent } = load("@copilotkit/core");
   const { z } = load("zod");
-  return { CopilotKitCore, ProxiedCopilotRuntimeAgent, z };
+  const { EventSchemas } = load("@ag-ui/core");
+  return { CopilotKitCore, ProxiedCopilotRuntimeAgent, z, EventSchemas };
+}
+
+// Every event the server sent on an SSE answer, checked against the 0.0.59 schemas: the
+// client parses with them too, but reports a failure only as a failed run.
+function schemaErrors(EventSchemas, exchanges) {
+  const failures = [];
+  for (const exchange of exchanges) {
+    if (!(exchange.contentType || "").startsWith("text/event-stream")) continue;
+    for (const frame of (exchange.responseText || "").split("\n\n")) {
+      if (!frame.startsWith("data: ")) continue;
+      const event = safeJson(frame.slice("data: ".length));
+      const parsed = EventSchemas.safeParse(event);
+      if (!parsed.success) {
+        failures.push({ url: exchange.url, event, issues: plain(parsed.error.issues) });
+      }
+    }
+  }
+  return failures;
 }
 
 function safeJson(text) {
@@ -202,7 +223,7 @@ async function runCommand(libraries, command) {
 }
 
 async function runRecorded(libraries, command, recorder) {
-  const { CopilotKitCore, ProxiedCopilotRuntimeAgent, z } = libraries;
+  const { CopilotKitCore, ProxiedCopilotRuntimeAgent, z, EventSchemas } = libraries;
   const timeoutMs = command.timeoutMs ?? 15000;
 
   const toolCalls = [];
@@ -263,6 +284,7 @@ async function runRecorded(libraries, command, recorder) {
   await sleep(50);
   await recorder.settle();
   result.http = recorder.exchanges;
+  result.schemaErrors = schemaErrors(EventSchemas, recorder.exchanges);
   return result;
 }
 
