@@ -29,7 +29,14 @@ from typing import Any
 
 from copilot_runtime.agui.translate import (
     CUSTOM,
+    REASONING_ENCRYPTED_VALUE,
+    REASONING_MESSAGE_CONTENT,
+    REASONING_MESSAGE_START,
     RUN_FINISHED,
+    RUN_STARTED,
+    TEXT_MESSAGE_CONTENT,
+    TEXT_MESSAGE_START,
+    TOOL_CALL_ARGS,
     TOOL_CALL_RESULT,
     TOOL_CALL_START,
     Translator,
@@ -168,6 +175,49 @@ class Translator10(Translator):
             if self.usage.entries:
                 error["usage"] = self.usage.as_list()
         return produced
+
+
+def snapshot_messages(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conversation a stream of AG-UI events builds, as a client applying them holds it:
+    each run's input messages, then what it streamed (text, tool calls grouped into their
+    assistant message, tool results, reasoning), in order."""
+    messages: dict[str, dict[str, Any]] = {}
+    calls: dict[str, dict[str, Any]] = {}
+
+    def add(message: dict[str, Any]) -> dict[str, Any]:
+        return messages.setdefault(message["id"], message)
+
+    for event in events:
+        kind = event["type"]
+        if kind == RUN_STARTED:
+            for message in (event.get("input") or {}).get("messages") or []:
+                add(message)
+        elif kind in (TEXT_MESSAGE_START, REASONING_MESSAGE_START):
+            role = event.get("role") or "assistant"
+            add({"id": event["messageId"], "role": role, "content": ""})
+        elif kind in (TEXT_MESSAGE_CONTENT, REASONING_MESSAGE_CONTENT):
+            message = messages.get(event["messageId"])
+            if message is not None:
+                message["content"] = message.get("content", "") + event["delta"]
+        elif kind == REASONING_ENCRYPTED_VALUE and event.get("subtype") == "message":
+            message = messages.get(event["entityId"])
+            if message is not None:
+                message["encryptedValue"] = event["encryptedValue"]
+        elif kind == TOOL_CALL_START:
+            call_id = event["toolCallId"]
+            parent = add({"id": event.get("parentMessageId") or call_id, "role": "assistant"})
+            function = {"name": event["toolCallName"], "arguments": ""}
+            call = {"id": call_id, "type": "function", "function": function}
+            parent.setdefault("toolCalls", []).append(call)
+            calls[call_id] = call
+        elif kind == TOOL_CALL_ARGS:
+            call = calls.get(event["toolCallId"])
+            if call is not None:
+                call["function"]["arguments"] += event["delta"]
+        elif kind == TOOL_CALL_RESULT:
+            result = {"id": event["messageId"], "role": "tool", "content": event["content"]}
+            add({**result, "toolCallId": event["toolCallId"]})
+    return list(messages.values())
 
 
 def finished_1_0(*, thread_id: str, run_id: str) -> dict[str, Any]:

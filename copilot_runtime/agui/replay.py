@@ -23,7 +23,7 @@ from conversations.models import Message, Run, RunEvent, Thread
 from conversations.selectors import run_ended_unlogged
 from conversations.store.health import db_sync_to_async
 from copilot_runtime.agui.encoder import SseEncoder, sse_frames
-from copilot_runtime.agui.generation import finished_1_0, run_started_1_0
+from copilot_runtime.agui.generation import finished_1_0, run_started_1_0, snapshot_messages
 from copilot_runtime.agui.messages import agui_messages
 from copilot_runtime.agui.translate import (
     MESSAGES_SNAPSHOT,
@@ -84,9 +84,7 @@ class ThreadHistory:
     thread_id: str
     events: list[dict[str, Any]] = field(default_factory=list)  # finished runs, uncompacted
     active: ActiveRun | None = None
-    # The finished runs' stored messages and the last one's id: a 1.0 client's snapshot.
-    rows: list[Message] = field(default_factory=list)
-    last_run_id: str = ""
+    last_run_id: str = ""  # the last finished run's: a 1.0 client's snapshot run
 
     @property
     def is_empty(self) -> bool:
@@ -170,7 +168,6 @@ def thread_history(*, thread: Thread, cursor: Cursor | None = None) -> ThreadHis
         history.events.extend(translator.translate_all(events))
         if not translator.ended:
             history.events.extend(_terminal_for_unlogged_end(run, translator))
-        history.rows.extend(rows_by_run.get(run.id, []))
         history.last_run_id = run.id
 
     if active_run is not None:
@@ -270,7 +267,8 @@ def _as_snapshots(history: ThreadHistory, compacted: list[dict[str, Any]]) -> li
             run_input={"threadId": thread_id, "runId": run_id, "messages": []},
         )
     )
-    out = [started, {"type": MESSAGES_SNAPSHOT, "messages": agui_messages(history.rows)}]
+    messages = snapshot_messages(history.events)
+    out = [started, {"type": MESSAGES_SNAPSHOT, "messages": messages}]
     state = next((e for e in reversed(compacted) if e["type"] == STATE_SNAPSHOT), None)
     if state is not None:
         out.append({"type": STATE_SNAPSHOT, "snapshot": state["snapshot"]})

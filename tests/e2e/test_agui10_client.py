@@ -1,7 +1,7 @@
-"""The AG-UI 1.0 generation through the real ``@ag-ui/client`` 1.0.4 ``HttpAgent``: text, a
-server tool, state, a frontend tool and its follow-up, a stop and a reconnect, each with no
-warning from the client and every event the server sent valid against the 1.0 JSON Schema
-(both checked by ``run_agui10``)."""
+"""The AG-UI 1.0 generation through the real ``@ag-ui/client`` 1.0.4 ``HttpAgent``: text,
+reasoning, a server tool, state, a frontend tool and its follow-up, an interrupt and its resume,
+a stop and a reconnect, each with no warning from the client and every event the server sent
+valid against the 1.0 JSON Schema (both checked by ``run_agui10``)."""
 
 from __future__ import annotations
 
@@ -20,10 +20,14 @@ if TYPE_CHECKING:
 
 pytestmark = [pytest.mark.e2e, pytest.mark.shared_server]
 
+AGENTS = {"approver": {"kind": "python", "class": "tests.support.python_agents.ApprovalAgent"}}
+
 
 @pytest.fixture
 def server(shared_live_server_factory: Any, fake_upstream: FakeUpstream) -> ServedProcess:
-    return shared_live_server_factory(env=server_env(fake_upstream.base_url))
+    return shared_live_server_factory(
+        env=server_env(fake_upstream.base_url, COPILOT_RUNTIME_AGENTS=json.dumps(AGENTS))
+    )
 
 
 def _fake(text: str, directive: dict[str, Any]) -> str:
@@ -66,7 +70,7 @@ def test_text_server_tool_state_and_reconnect(server: ServedProcess) -> None:
         _command(
             server,
             thread_id,
-            _run("u1", "Hello there"),
+            _run("u1", _fake("Hello there", {"reasoning": "Say hi back", "text": "Hi!"})),
             _run("u2", _fake("Keep a list.", set_state)),
             _run("u3", _fake("Add them.", add)),
             {"op": "connect"},
@@ -79,6 +83,12 @@ def test_text_server_tool_state_and_reconnect(server: ServedProcess) -> None:
     assert "finishReason" not in finished
     assert finished["metadata"] == {"finishReason": "stop"}
     assert "TEXT_MESSAGE_CONTENT" in _types(text["events"])
+    assert _types(text["raw"])[1:5] == [
+        "REASONING_START",
+        "REASONING_MESSAGE_START",
+        "REASONING_MESSAGE_CONTENT",
+        "REASONING_MESSAGE_CONTENT",
+    ]
 
     assert _finished(state)["outcome"] == {"type": "success"}
     assert "STATE_SNAPSHOT" in _types(state["raw"])
@@ -145,3 +155,30 @@ def test_a_stopped_run_finishes_cancelled(server: ServedProcess) -> None:
     finished = _finished(step)
     assert finished["outcome"] == {"type": "cancelled"}
     assert _types(step["raw"])[-2:] == ["TEXT_MESSAGE_END", "RUN_FINISHED"]
+
+
+def test_an_interrupt_and_its_resume(server: ServedProcess) -> None:
+    thread_id = f"agui10-{uuid.uuid4()}"
+    result = run_agui10(
+        _command(
+            server,
+            thread_id,
+            _run("u1", "ship it"),
+            {"op": "run", "resolve": "approved"},
+            agentId="approver",
+        )
+    )
+    paused, resumed = result["steps"]
+
+    outcome = _finished(paused)["outcome"]
+    assert outcome["type"] == "interrupt"
+    [interrupt] = outcome["interrupts"]
+    assert interrupt["reason"] == "input_required"
+    assert json.loads(interrupt["message"]) == {"question": "Ship the order?"}
+    # The client answered the interrupt by its id; the agent read the payload.
+    assert resumed["resume"] == [
+        {"interruptId": interrupt["id"], "status": "resolved", "payload": "approved"}
+    ]
+    assert _finished(resumed)["outcome"] == {"type": "success"}
+    assert result["messages"][-1]["content"] == "Decision recorded: approved."
+    assert result["state"] == {"decision": "approved"}

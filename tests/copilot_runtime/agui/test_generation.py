@@ -9,7 +9,6 @@ from typing import Any
 import orjson
 import pytest
 
-from conversations.models import Message, MessageKind
 from copilot_runtime.agui.encoder import SseEncoder
 from copilot_runtime.agui.generation import input_from_1_0, resume_answer, speaks_1_0
 from copilot_runtime.agui.replay import ThreadHistory, replay_stream
@@ -22,11 +21,15 @@ from copilot_runtime.events import (
     AgentStateSnapshot,
     GenerationEnd,
     MetaEvent,
+    ReasoningDelta,
+    ReasoningEnd,
+    ReasoningStart,
     RunError,
     RunFinished,
     TextDelta,
     TextEnd,
     TextStart,
+    result_message_id,
 )
 from tests.support.agui_schemas import agui10_event_errors, assert_agui10_events
 
@@ -220,23 +223,35 @@ def test_resume_entries_answer_with_the_first_resolved_payload() -> None:
 
 
 async def test_connect_restates_the_finished_runs_as_snapshots() -> None:
-    rows = [
-        Message(message_id="u1", kind=MessageKind.TEXT, role="user", content="Hi"),
-        Message(message_id="m1", kind=MessageKind.TEXT, role="assistant", content="Hello"),
-    ]
-    history = ThreadHistory(thread_id="t-1", rows=rows, last_run_id="r-1")
-    encoder = SseEncoder(thread_id="t-1", run_id="r-1")
-    history.events = _frames(encoder.start(RUN_INPUT)) + _frames(
-        encoder.encode(
+    history = ThreadHistory(thread_id="t-1", last_run_id="r-2")
+    for run_id, events in (
+        ("r-1", [ReasoningStart(message_id="th1"), ReasoningDelta(message_id="th1", delta="hm")]),
+        (
+            "r-2",
             [
-                *_text(),
-                AgentStateSnapshot(thread_id="t-1", agent_name="default", state={"n": 1}),
-                RunFinished(),
-            ]
+                *_call("c1"),
+                ActionResult(action_execution_id="c1", action_name="confirm", result="ok"),
+            ],
+        ),
+    ):
+        encoder = SseEncoder(thread_id="t-1", run_id=run_id)
+        run_input = {
+            **RUN_INPUT,
+            "runId": run_id,
+            "messages": [{"id": f"u-{run_id}", "role": "user", "content": "Hi"}],
+        }
+        history.events += _frames(encoder.start(run_input)) + _frames(
+            encoder.encode(
+                [
+                    *events,
+                    ReasoningEnd(message_id="th1"),
+                    *_text(f"m-{run_id}"),
+                    AgentStateSnapshot(thread_id="t-1", agent_name="default", state={"n": run_id}),
+                    RunFinished(),
+                ]
+            )
         )
-    )
-    chunks = [chunk async for chunk in replay_stream(history, protocol_1_0=True)]
-    out = _frames(b"".join(chunks))
+    out = _frames(b"".join([chunk async for chunk in replay_stream(history, protocol_1_0=True)]))
 
     assert_agui10_events(out)
     assert [e["type"] for e in out] == [
@@ -246,10 +261,26 @@ async def test_connect_restates_the_finished_runs_as_snapshots() -> None:
         "RUN_FINISHED",
     ]
     assert out[0]["protocolVersion"] == "1.0"
+    assert out[0]["runId"] == out[-1]["runId"] == "r-2"
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "confirm", "arguments": '{"q": "ok?"}'},
+    }
     assert out[1]["messages"] == [
-        {"id": "u1", "role": "user", "content": "Hi"},
-        {"id": "m1", "role": "assistant", "content": "Hello"},
+        {"id": "u-r-1", "role": "user", "content": "Hi"},
+        {"id": "th1", "role": "reasoning", "content": "hm"},
+        {"id": "m-r-1", "role": "assistant", "content": "Hello"},
+        {"id": "u-r-2", "role": "user", "content": "Hi"},
+        {"id": "m1", "role": "assistant", "toolCalls": [call]},
+        {"id": result_message_id("c1"), "role": "tool", "content": "ok", "toolCallId": "c1"},
+        {"id": "m-r-2", "role": "assistant", "content": "Hello"},
     ]
-    assert out[2]["snapshot"] == {"n": 1}
+    assert out[2]["snapshot"] == {"n": "r-2"}
+    # A 0.0.59 client's replay is each run's events, compacted.
     old = _frames(b"".join([chunk async for chunk in replay_stream(history)]))
-    assert [e["type"] for e in old][0:2] == ["RUN_STARTED", "TEXT_MESSAGE_START"]
+    assert [e["type"] for e in old][:3] == [
+        "RUN_STARTED",
+        "REASONING_START",
+        "REASONING_MESSAGE_START",
+    ]

@@ -10,7 +10,8 @@
 //   runtimeUrl, agentId = "default", threadId, state?,
 //   tools?: [{name, description, parameters}],       // frontend tools, sent with every run
 //   steps: [
-//     {op: "run", message?: {id, content}, toolResults?: [{id, toolCallId, text}], resume?},
+//     {op: "run", message?: {id, content}, toolResults?: [{id, toolCallId, text}],
+//      resolve?: <payload>},  // resolve: answers every pending interrupt with this payload
 //     {op: "connect"},                                   // POST .../connect (a fresh agent)
 //     {op: "stop", message: {id, content}, afterContentEvents: N},  // run, then POST stop
 //   ]
@@ -81,7 +82,7 @@ function recordingFetch(recorder) {
 }
 
 function makeAgent(client, command, recorder, route) {
-  const base = `${command.runtimeUrl}/agent/${command.agentId || "default"}`;
+  const base = `${command.runtimeUrl}/agent/${command.agentId || "default"}`
   // HttpAgent has no `connect` of its own: the same request, to the connect route.
   class ConnectingAgent extends client.HttpAgent {
     connect(input) {
@@ -119,7 +120,14 @@ async function runStep(client, command, agent, step, events, outcome) {
     agent.addMessage({ id: step.message.id, role: "user", content: step.message.content });
   }
   const options = { tools };
-  if (step.resume) options.resume = step.resume;
+  if (step.resolve !== undefined) {
+    options.resume = agent.pendingInterrupts.map((interrupt) => ({
+      interruptId: interrupt.id,
+      status: "resolved",
+      payload: step.resolve,
+    }));
+    outcome.resume = plain(options.resume);
+  }
   if (step.op === "run") {
     await agent.runAgent(options);
     return;
