@@ -80,7 +80,12 @@ def test_the_generation_is_the_inputs_declared_version(version: str | None, spea
 
 
 def test_a_text_run_declares_1_0_and_finishes_with_an_outcome() -> None:
-    usage = GenerationEnd(model="gpt", finish_reason="stop", input_tokens=3, output_tokens=2)
+    usage = GenerationEnd(
+        model="gpt",
+        finish_reason="stop",
+        input_tokens=3,
+        output_tokens=2,
+    )
     started, *_, finished = _run([*_text(), usage, RunFinished()])
 
     assert started["protocolVersion"] == "1.0"
@@ -105,8 +110,8 @@ def test_a_text_run_declares_1_0_and_finishes_with_an_outcome() -> None:
 
 
 def test_the_0_0_59_generation_is_unchanged() -> None:
-    events = [*_text(), GenerationEnd(model="gpt", finish_reason="stop"), RunFinished()]
-    started, *_, finished = _run(events, protocol_1_0=False)
+    usage = GenerationEnd(model="gpt", finish_reason="stop", input_tokens=1, output_tokens=1)
+    started, *_, finished = _run([*_text(), usage, RunFinished()], protocol_1_0=False)
 
     assert started == run_started(thread_id="t-1", run_id="r-1", run_input=RUN_INPUT)
     assert finished == {
@@ -114,6 +119,16 @@ def test_the_0_0_59_generation_is_unchanged() -> None:
         "threadId": "t-1",
         "runId": "r-1",
         "finishReason": "stop",
+        "usage": [
+            {
+                "model": "gpt",
+                "inputTokens": 1,
+                "outputTokens": 1,
+                "totalTokens": 2,
+                "reasoningTokens": 0,
+                "cachedInputTokens": 0,
+            }
+        ],
     }
 
 
