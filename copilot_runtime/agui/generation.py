@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from agents.interrupts import INTERRUPT_EVENT_NAMES, RAW_INTERRUPT_NAME
 from copilot_runtime.agui.translate import (
     CUSTOM,
     REASONING_ENCRYPTED_VALUE,
@@ -47,9 +48,8 @@ PROTOCOL_1_0 = "1.0"
 # ``major.minor``, as the specification's versioning grammar has it.
 _VERSION = re.compile(r"^(\d+)\.(\d+)$")
 INTERRUPT_REASON = "input_required"
-_INTERRUPT_NAMES = frozenset(
-    {"LangGraphInterruptEvent", "CopilotKitLangGraphInterruptEvent", "on_interrupt"}
-)
+# The meta events an agent pauses with (agents/interrupts.py).
+_INTERRUPT_NAMES = frozenset((*INTERRUPT_EVENT_NAMES, RAW_INTERRUPT_NAME))
 
 
 def speaks_1_0(run_input: Any) -> bool:
