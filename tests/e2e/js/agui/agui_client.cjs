@@ -24,7 +24,8 @@
 //          steps: [{events, error?, response?}], messages, state, toolCalls, errors,
 //          http: [{method, url, status, requestBody, responseText}],
 //          schemaErrors: [{url, event, issues}]: every event of every SSE answer parsed with
-//          the EventSchemas of @ag-ui/core 0.0.59 (the client's own), and what failed}
+//          the EventSchemas of @ag-ui/core 0.0.59 (the client's own), and what failed,
+//          warnings: what the libraries printed with console.warn}
 //
 // Everything the libraries print goes to stderr, so stdout stays one JSON document.
 "use strict";
@@ -32,8 +33,16 @@
 const path = require("node:path");
 const served = require("../serve.cjs");
 
+// The running command's console.warn lines (result.warnings): the client warns about events it
+// cannot apply, which the tests treat as failures.
+let activeWarnings = null;
 for (const level of ["log", "info", "warn", "debug"]) {
-  console[level] = (...args) => console.error(`[${level}]`, ...args);
+  console[level] = (...args) => {
+    if (level === "warn" && activeWarnings && !served.isStale()) {
+      activeWarnings.push(args.map((arg) => (typeof arg === "string" ? arg : String(arg))).join(" "));
+    }
+    console.error(`[${level}]`, ...args);
+  };
 }
 
 const modules = path.join(__dirname, "node_modules");
@@ -215,10 +224,13 @@ async function runStep(core, agent, step, events, outcome) {
 async function runCommand(libraries, command) {
   pointWindowAt(command.runtimeUrl);
   const recorder = startRecording();
+  const warnings = [];
+  activeWarnings = warnings;
   try {
-    return await runRecorded(libraries, command, recorder);
+    return { ...(await runRecorded(libraries, command, recorder)), warnings };
   } finally {
     stopRecording(recorder);
+    if (activeWarnings === warnings) activeWarnings = null;
   }
 }
 
