@@ -1,7 +1,8 @@
 """The AG-UI 1.0 generation through the real ``@ag-ui/client`` 1.0.4 ``HttpAgent``: text,
 reasoning, a server tool, state, a frontend tool and its follow-up, an interrupt and its resume,
-a stop and a reconnect, each with no warning from the client and every event the server sent
-valid against the 1.0 JSON Schema (both checked by ``run_agui10``)."""
+a reconnect after the runs and one during a run, and a stop, each with no warning from the
+client and every event the server sent valid against the 1.0 JSON Schema (both checked by
+``run_agui10``)."""
 
 from __future__ import annotations
 
@@ -141,20 +142,33 @@ def test_a_frontend_tool_call_is_left_pending_and_its_result_continues(
     assert assistant[-1]["content"] == "Tool result: yes"
 
 
-def test_a_stopped_run_finishes_cancelled(server: ServedProcess) -> None:
+def test_a_reconnect_during_a_run_then_a_stop_finish_both_streams_cancelled(
+    server: ServedProcess,
+) -> None:
     thread_id = f"agui10-{uuid.uuid4()}"
     stop = {
         "op": "stop",
         "message": {"id": "u1", "content": _fake("Count.", {"tokens": 3000, "delay_ms": 10})},
         "afterContentEvents": 3,
+        "connectFirst": True,
     }
     result = run_agui10(_command(server, thread_id, stop))
     [step] = result["steps"]
 
     assert step["stopResponse"]["body"]["stopped"] is True
-    finished = _finished(step)
-    assert finished["outcome"] == {"type": "cancelled"}
-    assert _types(step["raw"])[-2:] == ["TEXT_MESSAGE_END", "RUN_FINISHED"]
+    ran, reconnected = (
+        next(r["events"] for r in step["responses"] if r["url"].endswith(route))
+        for route in ("/run", "/connect")
+    )
+    for events in (ran, reconnected):
+        assert events[0]["type"] == "RUN_STARTED"
+        assert events[0]["protocolVersion"] == "1.0"
+        assert _types(events)[-2:] == ["TEXT_MESSAGE_END", "RUN_FINISHED"]
+        assert events[-1]["outcome"] == {"type": "cancelled"}
+    # The connect replayed what was out, then followed the run live to the same text.
+    text = "".join(e["delta"] for e in ran if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert text.startswith("t0 t1 t2")
+    assert step["connectMessages"][-1]["content"] == text
 
 
 def test_an_interrupt_and_its_resume(server: ServedProcess) -> None:

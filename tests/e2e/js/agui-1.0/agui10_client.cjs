@@ -13,11 +13,14 @@
 //     {op: "run", message?: {id, content}, toolResults?: [{id, toolCallId, text}],
 //      resolve?: <payload>},  // resolve: answers every pending interrupt with this payload
 //     {op: "connect"},                                   // POST .../connect (a fresh agent)
-//     {op: "stop", message: {id, content}, afterContentEvents: N},  // run, then POST stop
+//     {op: "stop", message: {id, content}, afterContentEvents: N,  // run, then POST stop
+//      connectFirst?: true},  // before the stop: a fresh agent connects to the running run
 //   ]
 // }
-// Result: {steps: [{op, events, raw, error?, outcome?}], messages, state, warnings}
-//   events: what the client's subscribers saw; raw: every event the server sent, as sent.
+// Result: {steps: [{op, events, raw, responses, error?, ...}], messages, state, warnings}
+//   events: what the client's subscribers saw; raw: every event the server sent, as sent;
+//   responses: [{url, events}] per SSE answer; a stop with connectFirst adds connectEvents
+//   and connectMessages (what the connecting agent saw and holds).
 //   warnings: everything the client printed with console.warn or console.error.
 "use strict";
 
@@ -73,8 +76,8 @@ function recordingFetch(recorder) {
         response
           .clone()
           .text()
-          .then((text) => recorder.raw.push(...sseEvents(text)))
-          .catch((error) => recorder.raw.push({ readError: String(error) })),
+          .then((text) => recorder.responses.push({ url: response.url, events: sseEvents(text) }))
+          .catch((error) => recorder.responses.push({ url: response.url, readError: String(error) })),
       );
     }
     return response;
@@ -134,15 +137,31 @@ async function runStep(client, command, agent, step, events, outcome) {
   }
   if (step.op === "stop") {
     const running = agent.runAgent(options);
-    const deadline = Date.now() + 20000;
-    while (events.filter((e) => e.type === "TEXT_MESSAGE_CONTENT").length < step.afterContentEvents) {
-      if (Date.now() > deadline) throw new Error("no content arrived before the stop");
-      await sleep(5);
+    const contentIn = async (seen, count) => {
+      const deadline = Date.now() + 20000;
+      while (seen.filter((e) => e.type === "TEXT_MESSAGE_CONTENT").length < count) {
+        if (Date.now() > deadline) throw new Error("no content arrived before the stop");
+        await sleep(5);
+      }
+    };
+    await contentIn(events, step.afterContentEvents);
+    let connecting = null;
+    let connected = null;
+    if (step.connectFirst) {
+      connected = makeAgent(client, command, agent.recorder, "run");
+      outcome.connectEvents = [];
+      connected.subscribe({ onEvent: ({ event }) => outcome.connectEvents.push(plain(event)) });
+      connecting = connected.connectAgent({ tools });
+      await contentIn(outcome.connectEvents, 1);
     }
     const url = `${command.runtimeUrl}/agent/${command.agentId || "default"}/stop/${command.threadId}`;
     const response = await fetch(url, { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
     outcome.stopResponse = { status: response.status, body: await response.json() };
     await running;
+    if (connecting) {
+      await connecting;
+      outcome.connectMessages = plain(connected.messages);
+    }
     return;
   }
   throw new Error(`unknown op ${step.op}`);
@@ -153,12 +172,12 @@ async function runCommand(libraries, command) {
   const mine = [];
   warnings = mine;
   const result = { steps: [], warnings: mine };
-  const recorder = { raw: [], pending: [] };
+  const recorder = { responses: [], pending: [] };
   const agent = makeAgent(client, command, recorder, "run");
   agent.recorder = recorder;
   for (const step of command.steps || []) {
     const events = [];
-    recorder.raw = [];
+    recorder.responses = [];
     recorder.pending = [];
     const subscription = agent.subscribe({ onEvent: ({ event }) => events.push(plain(event)) });
     const outcome = { op: step.op, events };
@@ -170,7 +189,8 @@ async function runCommand(libraries, command) {
       subscription.unsubscribe();
     }
     await Promise.allSettled(recorder.pending);
-    outcome.raw = recorder.raw;
+    outcome.responses = recorder.responses;
+    outcome.raw = recorder.responses.flatMap((answer) => answer.events || [answer]);
     result.steps.push(outcome);
   }
   result.messages = plain(agent.messages);
