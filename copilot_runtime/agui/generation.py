@@ -151,20 +151,20 @@ class Translator10(Translator):
 
     def _finished(self, finished: dict[str, Any]) -> dict[str, Any]:
         reason = finished.pop("finishReason", None)
-        if self.outcome_status == "cancelled":
-            finished["outcome"] = {"type": "cancelled"}
-        elif self.interrupts:
-            finished["outcome"] = {"type": "interrupt", "interrupts": self.interrupts}
-        elif self.pending_calls:
-            finished["outcome"] = {
-                "type": "success",
-                "pendingToolCallIds": list(self.pending_calls),
-            }
-        else:
-            finished["outcome"] = {"type": "success"}
+        finished["outcome"] = self.outcome()
         if reason is not None:
             finished["metadata"] = {"finishReason": reason}
         return finished
+
+    def outcome(self) -> dict[str, Any]:
+        """Why the run (so far) ended: what it left for the client, or that it was stopped."""
+        if self.outcome_status == "cancelled":
+            return {"type": "cancelled"}
+        if self.interrupts:
+            return {"type": "interrupt", "interrupts": self.interrupts}
+        if self.pending_calls:
+            return {"type": "success", "pendingToolCallIds": list(self.pending_calls)}
+        return {"type": "success"}
 
     def error(self, *, message: str, code: str | None) -> list[dict[str, Any]]:
         produced = super().error(message=message, code=code)
@@ -175,6 +175,15 @@ class Translator10(Translator):
             if self.usage.entries:
                 error["usage"] = self.usage.as_list()
         return produced
+
+
+def last_run_outcome(*, thread_id: str, run_id: str, events: list[Event]) -> dict[str, Any]:
+    """The 1.0 outcome of a replayed thread's last run, from its logged events as its live
+    stream had it: what it left open (an interrupt, a frontend tool call), so a client
+    reconnecting afterwards still knows. A run that failed left nothing to answer."""
+    translator = Translator10(thread_id=thread_id, run_id=run_id)
+    translator.translate_all(events)
+    return translator.outcome()
 
 
 def snapshot_messages(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -220,10 +229,5 @@ def snapshot_messages(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(messages.values())
 
 
-def finished_1_0(*, thread_id: str, run_id: str) -> dict[str, Any]:
-    return {
-        "type": RUN_FINISHED,
-        "threadId": thread_id,
-        "runId": run_id,
-        "outcome": {"type": "success"},
-    }
+def finished_1_0(*, thread_id: str, run_id: str, outcome: dict[str, Any]) -> dict[str, Any]:
+    return {"type": RUN_FINISHED, "threadId": thread_id, "runId": run_id, "outcome": outcome}

@@ -23,7 +23,12 @@ from conversations.models import Message, Run, RunEvent, Thread
 from conversations.selectors import run_ended_unlogged
 from conversations.store.health import db_sync_to_async
 from copilot_runtime.agui.encoder import SseEncoder, sse_frames
-from copilot_runtime.agui.generation import finished_1_0, run_started_1_0, snapshot_messages
+from copilot_runtime.agui.generation import (
+    finished_1_0,
+    last_run_outcome,
+    run_started_1_0,
+    snapshot_messages,
+)
 from copilot_runtime.agui.messages import agui_messages
 from copilot_runtime.agui.translate import (
     MESSAGES_SNAPSHOT,
@@ -84,7 +89,9 @@ class ThreadHistory:
     thread_id: str
     events: list[dict[str, Any]] = field(default_factory=list)  # finished runs, uncompacted
     active: ActiveRun | None = None
-    last_run_id: str = ""  # the last finished run's: a 1.0 client's snapshot run
+    # The last finished run's id and logged events: a 1.0 client's snapshot run and outcome.
+    last_run_id: str = ""
+    last_run_events: list[Event] = field(default_factory=list)
 
     @property
     def is_empty(self) -> bool:
@@ -169,6 +176,7 @@ def thread_history(*, thread: Thread, cursor: Cursor | None = None) -> ThreadHis
         if not translator.ended:
             history.events.extend(_terminal_for_unlogged_end(run, translator))
         history.last_run_id = run.id
+        history.last_run_events = events
 
     if active_run is not None:
         after_seq = cursor.seq if cursor is not None and cursor.run_id == active_run.id else None
@@ -272,5 +280,6 @@ def _as_snapshots(history: ThreadHistory, compacted: list[dict[str, Any]]) -> li
     state = next((e for e in reversed(compacted) if e["type"] == STATE_SNAPSHOT), None)
     if state is not None:
         out.append({"type": STATE_SNAPSHOT, "snapshot": state["snapshot"]})
-    out.append(finished_1_0(thread_id=thread_id, run_id=run_id))
+    outcome = last_run_outcome(thread_id=thread_id, run_id=run_id, events=history.last_run_events)
+    out.append(finished_1_0(thread_id=thread_id, run_id=run_id, outcome=outcome))
     return out

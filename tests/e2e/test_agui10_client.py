@@ -178,17 +178,21 @@ def test_an_interrupt_and_its_resume(server: ServedProcess) -> None:
             server,
             thread_id,
             _run("u1", "ship it"),
+            {"op": "connect"},
             {"op": "run", "resolve": "approved"},
             agentId="approver",
         )
     )
-    paused, resumed = result["steps"]
+    paused, reconnected, resumed = result["steps"]
 
     outcome = _finished(paused)["outcome"]
     assert outcome["type"] == "interrupt"
     [interrupt] = outcome["interrupts"]
     assert interrupt["reason"] == "input_required"
     assert json.loads(interrupt["message"]) == {"question": "Ship the order?"}
+    # A client reconnecting to the paused thread is told the same interrupt is pending.
+    assert reconnected["raw"][-1]["outcome"] == outcome
+    assert reconnected["pendingInterrupts"] == [interrupt]
     # The client answered the interrupt by its id; the agent read the payload.
     assert resumed["resume"] == [
         {"interruptId": interrupt["id"], "status": "resolved", "payload": "approved"}

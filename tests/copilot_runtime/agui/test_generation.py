@@ -299,3 +299,44 @@ async def test_connect_restates_the_finished_runs_as_snapshots() -> None:
         "REASONING_START",
         "REASONING_MESSAGE_START",
     ]
+
+
+async def test_connect_after_an_interrupt_reports_it_pending() -> None:
+    history = ThreadHistory(thread_id="t-1", last_run_id="r-1")
+    encoder = SseEncoder(thread_id="t-1", run_id="r-1")
+    paused = [
+        *_call("c1"),
+        MetaEvent(name="LangGraphInterruptEvent", value="Approve?"),
+        RunFinished(status="interrupted"),
+    ]
+    history.events = _frames(encoder.start(RUN_INPUT)) + _frames(encoder.encode(paused))
+    history.last_run_events = paused
+    live = _run(paused)[-1]["outcome"]
+    out = _frames(b"".join([chunk async for chunk in replay_stream(history, protocol_1_0=True)]))
+
+    assert_agui10_events(out)
+    assert (
+        out[-1]["outcome"]
+        == live
+        == {
+            "type": "interrupt",
+            "interrupts": [
+                {"id": "r-1:interrupt:0", "reason": "input_required", "message": "Approve?"}
+            ],
+        }
+    )
+
+
+async def test_connect_after_a_frontend_tool_call_reports_it_pending() -> None:
+    history = ThreadHistory(thread_id="t-1", last_run_id="r-2")
+    for run_id, events in (("r-1", _call("c1")), ("r-2", _call("c2"))):
+        encoder = SseEncoder(thread_id="t-1", run_id=run_id)
+        run_input = {**RUN_INPUT, "runId": run_id}
+        history.events += _frames(encoder.start(run_input)) + _frames(
+            encoder.encode([*events, RunFinished()])
+        )
+        history.last_run_events = [*events, RunFinished()]
+    out = _frames(b"".join([chunk async for chunk in replay_stream(history, protocol_1_0=True)]))
+
+    # The last run's call: the earlier run's was the client's to answer then.
+    assert out[-1]["outcome"] == {"type": "success", "pendingToolCallIds": ["c2"]}

@@ -109,6 +109,7 @@ async function runStep(client, command, agent, step, events, outcome) {
     await fresh.connectAgent({ tools });
     outcome.messages = plain(fresh.messages);
     outcome.state = plain(fresh.state);
+    outcome.pendingInterrupts = plain(fresh.pendingInterrupts);
     return;
   }
   for (const answer of step.toolResults || []) {
