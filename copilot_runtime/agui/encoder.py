@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from copilot_runtime.agui.generation import Translator10, run_started_1_0
 from copilot_runtime.agui.translate import Translator, run_started
 from copilot_runtime.events import ActionArgs, Event, TextDelta
 
@@ -42,7 +43,10 @@ def _prefix(event_type: str, id_key: str, value: str) -> bytes:
 
 
 class SseEncoder:
-    """Encodes one run's canonical events; ``finished`` once its terminal event is out."""
+    """Encodes one run's canonical events; ``finished`` once its terminal event is out.
+
+    ``protocol_1_0``: the client speaks AG-UI 1.0 (``generation.py``); decided once, here, so
+    the 0.0.59 path does no per-event work for it."""
 
     def __init__(
         self,
@@ -51,8 +55,10 @@ class SseEncoder:
         run_id: str,
         state_deltas: bool = False,
         client_state: dict[str, Any] | None = None,
+        protocol_1_0: bool = False,
     ) -> None:
-        self.translator = Translator(
+        self.protocol_1_0 = protocol_1_0
+        self.translator = (Translator10 if protocol_1_0 else Translator)(
             thread_id=thread_id,
             run_id=run_id,
             state_deltas=state_deltas,
@@ -67,11 +73,10 @@ class SseEncoder:
 
     def start(self, run_input: dict[str, Any]) -> bytes:
         translator = self.translator
-        return sse_frame(
-            run_started(
-                thread_id=translator.thread_id, run_id=translator.run_id, run_input=run_input
-            )
+        started = run_started(
+            thread_id=translator.thread_id, run_id=translator.run_id, run_input=run_input
         )
+        return sse_frame(run_started_1_0(started) if self.protocol_1_0 else started)
 
     def resume(self, seen: Iterable[Event]) -> bytes:
         """Take in events the client has already seen, without encoding them; returns the

@@ -23,8 +23,20 @@ from conversations.models import Message, Run, RunEvent, Thread
 from conversations.selectors import run_ended_unlogged
 from conversations.store.health import db_sync_to_async
 from copilot_runtime.agui.encoder import SseEncoder, sse_frames
+from copilot_runtime.agui.generation import (
+    finished_1_0,
+    last_run_outcome,
+    run_started_1_0,
+    snapshot_messages,
+)
 from copilot_runtime.agui.messages import agui_messages
-from copilot_runtime.agui.translate import Translator, compact_events, run_started
+from copilot_runtime.agui.translate import (
+    MESSAGES_SNAPSHOT,
+    STATE_SNAPSHOT,
+    Translator,
+    compact_events,
+    run_started,
+)
 from copilot_runtime.client_numbers import ClientNumberError, parse_client_int
 from copilot_runtime.events import (
     ActionResult,
@@ -77,6 +89,9 @@ class ThreadHistory:
     thread_id: str
     events: list[dict[str, Any]] = field(default_factory=list)  # finished runs, uncompacted
     active: ActiveRun | None = None
+    # The last finished run's id and logged events: a 1.0 client's snapshot run and outcome.
+    last_run_id: str = ""
+    last_run_events: list[Event] = field(default_factory=list)
 
     @property
     def is_empty(self) -> bool:
@@ -160,6 +175,8 @@ def thread_history(*, thread: Thread, cursor: Cursor | None = None) -> ThreadHis
         history.events.extend(translator.translate_all(events))
         if not translator.ended:
             history.events.extend(_terminal_for_unlogged_end(run, translator))
+        history.last_run_id = run.id
+        history.last_run_events = events
 
     if active_run is not None:
         after_seq = cursor.seq if cursor is not None and cursor.run_id == active_run.id else None
@@ -200,8 +217,10 @@ class _RunEndedUnlogged(Exception):
     """The followed run ended without a terminal event in its log."""
 
 
-async def _follow_active(thread_id: str, active: ActiveRun) -> AsyncIterator[bytes]:
-    encoder = SseEncoder(thread_id=thread_id, run_id=active.run_id)
+async def _follow_active(
+    thread_id: str, active: ActiveRun, *, protocol_1_0: bool
+) -> AsyncIterator[bytes]:
+    encoder = SseEncoder(thread_id=thread_id, run_id=active.run_id, protocol_1_0=protocol_1_0)
     opening = encoder.start(active.started["input"])
     if active.seen:
         opening += encoder.resume(active.seen)
@@ -230,10 +249,37 @@ async def _follow_active(thread_id: str, active: ActiveRun) -> AsyncIterator[byt
         yield encoder.encode([RunError(message="The run ended unexpectedly.", code="RUN_LOST")])
 
 
-async def replay_stream(history: ThreadHistory) -> AsyncIterator[bytes]:
-    """The connect stream: the compacted finished runs, then the running run live."""
+async def replay_stream(
+    history: ThreadHistory, *, protocol_1_0: bool = False
+) -> AsyncIterator[bytes]:
+    """The connect stream: the compacted finished runs (for a 1.0 client, restated as one run
+    holding their snapshots), then the running run live."""
     if history.events:
-        yield sse_frames(compact_events(history.events))
+        compacted = compact_events(history.events)
+        yield sse_frames(_as_snapshots(history, compacted) if protocol_1_0 else compacted)
     if history.active is not None:
-        async for chunk in _follow_active(history.thread_id, history.active):
+        async for chunk in _follow_active(
+            history.thread_id, history.active, protocol_1_0=protocol_1_0
+        ):
             yield chunk
+
+
+def _as_snapshots(history: ThreadHistory, compacted: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The finished runs as the 1.0 transport specification replays a thread: one run whose
+    ``MESSAGES_SNAPSHOT`` holds the conversation and ``STATE_SNAPSHOT`` the latest state."""
+    thread_id, run_id = history.thread_id, history.last_run_id
+    started = run_started_1_0(
+        run_started(
+            thread_id=thread_id,
+            run_id=run_id,
+            run_input={"threadId": thread_id, "runId": run_id, "messages": []},
+        )
+    )
+    messages = snapshot_messages(history.events)
+    out = [started, {"type": MESSAGES_SNAPSHOT, "messages": messages}]
+    state = next((e for e in reversed(compacted) if e["type"] == STATE_SNAPSHOT), None)
+    if state is not None:
+        out.append({"type": STATE_SNAPSHOT, "snapshot": state["snapshot"]})
+    outcome = last_run_outcome(thread_id=thread_id, run_id=run_id, events=history.last_run_events)
+    out.append(finished_1_0(thread_id=thread_id, run_id=run_id, outcome=outcome))
+    return out

@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from copilot_runtime.agui.generation import resume_answer
 from copilot_runtime.agui.media import MEDIA_PARTS, media_part, media_rows, new_turn_media_bytes
 from copilot_runtime.conf import runtime_setting
 from copilot_runtime.events.reasoning import thinking_block
@@ -416,8 +417,7 @@ def _interrupt_answers(run_input: RunInput, props: dict[str, Any]) -> list[dict[
     is left empty: the engine takes it from the persisted interrupt."""
     answer: Any = None
     if run_input.resume:
-        first = run_input.resume[0]
-        answer = first.get("payload", first.get("value")) if isinstance(first, dict) else first
+        answer = resume_answer(run_input.resume)
     elif isinstance(props.get("command"), dict) and "resume" in props["command"]:
         answer = props["command"]["resume"]
     if answer is None:

@@ -27,6 +27,7 @@ from copilot_runtime.adapters import adapter_from_settings
 from copilot_runtime.agui import responses
 from copilot_runtime.agui.echo import echoed_input
 from copilot_runtime.agui.encoder import SseEncoder
+from copilot_runtime.agui.generation import input_from_1_0, speaks_1_0
 from copilot_runtime.agui.headers import forwardable_headers
 from copilot_runtime.agui.replay import cursor_parse, replay_stream, thread_history
 from copilot_runtime.agui.run_input import (
@@ -92,6 +93,10 @@ def _parse(
     of the body's bytes told of it; ``keep=False``: a request that stores nothing)."""
     user = caller.user
     owner_id = user.pk if user.is_authenticated else None
+    if speaks_1_0(body):
+        restated = input_from_1_0(body)
+        if restated is not body:
+            body, read = restated, None  # the bytes read no longer describe these messages
     history = agui_history(body, owner_id, read, keep=keep)
     try:
         return run_input_parse(body, history)
@@ -180,6 +185,7 @@ async def handle_run(
         run_id=started.run_id,
         state_deltas=True,
         client_state=parsed.state if isinstance(parsed.state, dict) else None,
+        protocol_1_0=speaks_1_0(parsed.raw),
     )
     echo = echoed_input(parsed.raw, started.new_message_ids, parsed.history)
     return responses.sse_response(_run_events(started, echo, encoder))
@@ -206,7 +212,7 @@ async def handle_connect(*, caller: Caller, agent_id: str, body: Any) -> HttpRes
     if history is None or history.is_empty:
         # Unknown thread (or someone else's): an empty stream, as the TypeScript runtime does.
         return responses.sse_response(_empty())
-    return responses.sse_response(replay_stream(history))
+    return responses.sse_response(replay_stream(history, protocol_1_0=speaks_1_0(parsed.raw)))
 
 
 async def _empty() -> AsyncIterator[bytes]:
@@ -252,7 +258,11 @@ async def _suggest_events(
     events: AsyncIterator[Event], run_input: RunInput
 ) -> AsyncIterator[bytes]:
     """The turn's events, straight from the engine: no run, no thread, nothing stored."""
-    encoder = SseEncoder(thread_id=run_input.thread_id, run_id=run_input.run_id)
+    encoder = SseEncoder(
+        thread_id=run_input.thread_id,
+        run_id=run_input.run_id,
+        protocol_1_0=speaks_1_0(run_input.raw),
+    )
     yield encoder.start(run_input.raw)
     try:
         async for event in events:

@@ -24,7 +24,19 @@ DRIVER_SCRIPT: Path = AGUI_ROOT / "agui_client.cjs"
 def run_agui(command: dict[str, Any], timeout: float = 60) -> dict[str, Any]:
     """One command for the v2 driver; raises JsClientError when Node fails or prints no JSON.
     What the client itself reports (errors, HTTP statuses) is part of the result, and
-    ``result["stderr"]`` is what the client printed while running the command."""
+    ``result["stderr"]`` is what the client printed while running the command. Fails when an
+    event the server sent is invalid against ``@ag-ui/core`` 0.0.59's schemas, or the client
+    warned about anything once connected."""
+    result = _run_agui(command, timeout)
+    assert result["schemaErrors"] == [], result["schemaErrors"]
+    if result.get("connection") == "connected":
+        # What the client made of the runtime's answers (a command that never reached a
+        # runtime warns about that, as tests of the driver itself want).
+        assert result["warnings"] == [], result["warnings"]
+    return result
+
+
+def _run_agui(command: dict[str, Any], timeout: float) -> dict[str, Any]:
     ensure_js_clients_installed()
     # None: the served driver is busy with another thread's command; run this one on its own.
     served = None if one_shot_forced() else served_agui_driver().call(command, timeout)

@@ -69,6 +69,12 @@ def test_a_langgraph_platform_agent_streams_persists_state_and_resumes_after_an_
     )
 
 
+# AG-UI's resume entry: it names its interrupt and status (RUN_STARTED echoes it, and
+# @ag-ui/core's schema requires both); the engine answers the thread's persisted interrupt,
+# whatever id the entry names.
+ANSWER = {"interruptId": "weather", "status": "resolved", "payload": "yes"}
+
+
 def test_the_v2_core_runs_answers_the_interrupt_and_reloads_the_conversation(
     live_server_factory: Any, fake_upstream: FakeUpstream, langgraph_server: LangGraphServer
 ) -> None:
@@ -90,7 +96,7 @@ def test_the_v2_core_runs_answers_the_interrupt_and_reloads_the_conversation(
             "steps": [
                 {"op": "run", "message": {"id": "u1", "content": "Weather in Paris?"}},
                 # The answer, as AG-UI's resume (the core sends it with the next run).
-                {"op": "run", "resume": [{"payload": "yes"}]},
+                {"op": "run", "resume": [ANSWER]},
             ],
         },
         timeout=120,
@@ -110,7 +116,7 @@ def test_the_v2_core_runs_answers_the_interrupt_and_reloads_the_conversation(
     assert "error" not in resumed, resumed
     # The second run carried the answer as AG-UI's resume and finished the graph.
     runs_sent = [e for e in result["http"] if e["url"].endswith("/agent/forecaster/run")]
-    assert runs_sent[1]["requestBody"]["resume"] == [{"payload": "yes"}]
+    assert runs_sent[1]["requestBody"]["resume"] == [ANSWER]
     assert (
         runs_sent[1]["responseText"]
         .rstrip()

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs the pinned CopilotKit GraphQL clients (gql-<version>/), the GraphQL-over-websocket
-# clients (ws/), the CopilotKit v2 frontend core with Playwright's library (agui/) and
-# Playwright's library alone for the admin's browser tests (browser/), and the real CopilotKit
-# React UIs (react-v1/, react-v2/, bundled by the cross-origin browser test) used by the
-# end-to-end tests, and the TypeScript v2 runtime the parity tests compare with.
+# clients (ws/), the CopilotKit v2 frontend core with Playwright's library (agui/), the AG-UI 1.0
+# client (agui-1.0/), Playwright's library alone for the admin's browser tests (browser/), and
+# the real CopilotKit React UIs (react-v1/, react-v2/, bundled by the cross-origin browser test)
+# used by the end-to-end tests, and the TypeScript v2 runtime the parity tests compare with.
 # Runs `npm ci` in a version folder only when its node_modules is missing or older than its
 # lock file, so calling it before every test session is cheap. Quiet unless something fails.
 set -euo pipefail
@@ -18,8 +18,8 @@ folders=()
 # The benchmark's TypeScript v2 runtime too: the parity tests (tests/e2e/test_ts_parity.py)
 # compare what the real v2 client sees from it with what it sees from this runtime.
 ts_v2="$(cd "${js_root}/../../../benchmarks/peers/v2" && pwd)"
-for folder in "${js_root}"/gql-*/ "${js_root}"/ws/ "${js_root}"/agui/ "${js_root}"/browser/ \
-  "${js_root}"/react-v1/ "${js_root}"/react-v2/ "${ts_v2}"/; do
+for folder in "${js_root}"/gql-*/ "${js_root}"/ws/ "${js_root}"/agui/ "${js_root}"/agui-1.0/ \
+  "${js_root}"/browser/ "${js_root}"/react-v1/ "${js_root}"/react-v2/ "${ts_v2}"/; do
   folder="${folder%/}"
   lock_file="${folder}/package-lock.json"
   [[ -f "${lock_file}" ]] || continue

@@ -23,7 +23,10 @@
 // }
 // Result: {connection, runtimeVersion, transport, capabilities, threadEndpoints,
 //          steps: [{events, error?, response?, endedAt?}], messages, state, toolCalls, errors,
-//          http: [{method, url, status, answeredAt, requestBody, responseText}]}
+//          http: [{method, url, status, answeredAt, requestBody, responseText}],
+//          schemaErrors: [{url, event, issues}]: every event of every SSE answer parsed with
+//          the EventSchemas of @ag-ui/core 0.0.59 (the client's own), and what failed,
+//          warnings: what the libraries printed with console.warn}
 // `answeredAt` (an exchange's answer arrived) and a stop step's `endedAt` (its run ended, as
 // the client saw it) are numbers of one counter, so their order is the order the client saw.
 //
@@ -33,8 +36,16 @@
 const path = require("node:path");
 const served = require("../serve.cjs");
 
+// The running command's console.warn lines (result.warnings): the client warns about events it
+// cannot apply, which the tests treat as failures.
+let activeWarnings = null;
 for (const level of ["log", "info", "warn", "debug"]) {
-  console[level] = (...args) => console.error(`[${level}]`, ...args);
+  console[level] = (...args) => {
+    if (level === "warn" && activeWarnings && !served.isStale()) {
+      activeWarnings.push(args.map((arg) => (typeof arg === "string" ? arg : String(arg))).join(" "));
+    }
+    console.error(`[${level}]`, ...args);
+  };
 }
 
 const modules = path.join(__dirname, "node_modules");
@@ -112,7 +123,26 @@ function stopRecording(recorder) {
 function loadLibraries() {
   const { CopilotKitCore, ProxiedCopilotRuntimeAgent } = load("@copilotkit/core");
   const { z } = load("zod");
-  return { CopilotKitCore, ProxiedCopilotRuntimeAgent, z };
+  const { EventSchemas } = load("@ag-ui/core");
+  return { CopilotKitCore, ProxiedCopilotRuntimeAgent, z, EventSchemas };
+}
+
+// Every event the server sent on an SSE answer, checked against the 0.0.59 schemas: the
+// client parses with them too, but reports a failure only as a failed run.
+function schemaErrors(EventSchemas, exchanges) {
+  const failures = [];
+  for (const exchange of exchanges) {
+    if (!(exchange.contentType || "").startsWith("text/event-stream")) continue;
+    for (const frame of (exchange.responseText || "").split("\n\n")) {
+      if (!frame.startsWith("data: ")) continue;
+      const event = safeJson(frame.slice("data: ".length));
+      const parsed = EventSchemas.safeParse(event);
+      if (!parsed.success) {
+        failures.push({ url: exchange.url, event, issues: plain(parsed.error.issues) });
+      }
+    }
+  }
+  return failures;
 }
 
 function safeJson(text) {
@@ -206,15 +236,18 @@ async function runStep(core, agent, step, events, outcome) {
 async function runCommand(libraries, command) {
   pointWindowAt(command.runtimeUrl);
   const recorder = startRecording();
+  const warnings = [];
+  activeWarnings = warnings;
   try {
-    return await runRecorded(libraries, command, recorder);
+    return { ...(await runRecorded(libraries, command, recorder)), warnings };
   } finally {
     stopRecording(recorder);
+    if (activeWarnings === warnings) activeWarnings = null;
   }
 }
 
 async function runRecorded(libraries, command, recorder) {
-  const { CopilotKitCore, ProxiedCopilotRuntimeAgent, z } = libraries;
+  const { CopilotKitCore, ProxiedCopilotRuntimeAgent, z, EventSchemas } = libraries;
   const timeoutMs = command.timeoutMs ?? 15000;
 
   const toolCalls = [];
@@ -275,6 +308,7 @@ async function runRecorded(libraries, command, recorder) {
   await sleep(50);
   await recorder.settle();
   result.http = recorder.exchanges;
+  result.schemaErrors = schemaErrors(EventSchemas, recorder.exchanges);
   return result;
 }
 
