@@ -237,5 +237,21 @@ def result_message_id(action_execution_id: str) -> str:
 
 
 def event_from_payload(event_type: str, payload: dict[str, Any]) -> Event:
-    """Rebuild an event from the run's log."""
-    return EVENT_TYPES[event_type](**payload)
+    """Rebuild an event from the run's log.
+
+    A field this release does not know is left out: workers are upgraded before web
+    processes, so a newer worker's event may carry a field added after this release, and a
+    release can add one only if the one before it reads past it."""
+    kind = EVENT_TYPES[event_type]
+    try:
+        return kind(**payload)
+    except TypeError:
+        known = _FIELD_NAMES[kind]
+        if known.issuperset(payload):
+            raise  # a field missing or mistyped: not a newer release's
+        return kind(**{name: value for name, value in payload.items() if name in known})
+
+
+_FIELD_NAMES: dict[type[Event], frozenset[str]] = {
+    kind: frozenset(f.name for f in fields(kind)) for kind in EVENT_TYPES.values()
+}
