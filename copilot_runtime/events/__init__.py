@@ -246,12 +246,13 @@ def event_from_payload(event_type: str, payload: dict[str, Any]) -> Event:
     try:
         return kind(**payload)
     except TypeError:
-        known = _FIELD_NAMES[kind]
+        known = _KNOWN_FIELDS[kind]
         if known.issuperset(payload):
             raise  # a field missing or mistyped: not a newer release's
         return kind(**{name: value for name, value in payload.items() if name in known})
 
 
-_FIELD_NAMES: dict[type[Event], frozenset[str]] = {
+# Every field of each event, the local ones too (``to_payload``'s cache leaves those out).
+_KNOWN_FIELDS: dict[type[Event], frozenset[str]] = {
     kind: frozenset(f.name for f in fields(kind)) for kind in EVENT_TYPES.values()
 }
