@@ -168,12 +168,16 @@ def fresh_venv(root: Path, wheel: Path) -> Path:
     """A new virtualenv with the wheel installed at the versions of the lock this suite runs
     on (tests/support/locks.py); its bin."""
     venv = root / "venv"
-    run([sys.executable, "-m", "venv", str(venv)])
+    # Without a pip of its own (ensurepip takes seconds): this process's pip installs into it
+    # (``--python``), as a venv's own would.
+    run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     run(
         [
-            str(venv / "bin" / "python"),
+            sys.executable,
             "-m",
             "pip",
+            "--python",
+            str(venv / "bin" / "python"),
             "install",
             "--disable-pip-version-check",
             "-q",

@@ -11,7 +11,7 @@ import json
 import shutil
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -68,6 +68,20 @@ class _QuietHandler(SimpleHTTPRequestHandler):
         return None  # the page's requests are the test's business, not its output
 
 
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """Each UI bundled once for the module: esbuild's work is the same for both tests."""
+    built: dict[str, Path] = {}
+
+    def bundle(version: str) -> Path:
+        if version not in built:
+            ensure_js_clients_installed()
+            built[version] = build_ui(version, tmp_path_factory.mktemp(f"ui-{version}"))
+        return built[version]
+
+    return bundle
+
+
 @pytest.fixture
 def page_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """A static server on a port of its own: the page's origin differs from the runtime's."""
@@ -104,14 +118,14 @@ def chat(url: str, message: str, expect: str, timeout_ms: int = 20000) -> dict[s
 
 @pytest.mark.parametrize("version", ["v1", "v2"])
 def test_in_development_the_react_ui_on_another_origin_just_works(
+    bundles: Callable[[str], Path],
     live_server_factory: Any,
     fake_upstream: FakeUpstream,
     page_server: tuple[str, Path],
     version: str,
 ) -> None:
-    ensure_js_clients_installed()
     origin, root = page_server
-    build_ui(version, root)
+    shutil.copytree(bundles(version), root, dirs_exist_ok=True)
     runtime = live_server_factory(env=server_env(fake_upstream.base_url, DEBUG="true"))
 
     result = chat(
@@ -141,14 +155,14 @@ def test_in_development_the_react_ui_on_another_origin_just_works(
 
 @pytest.mark.parametrize("version", ["v1", "v2"])
 def test_with_debug_off_an_unlisted_origin_is_refused_and_the_log_says_why(
+    bundles: Callable[[str], Path],
     live_server_factory: Any,
     fake_upstream: FakeUpstream,
     page_server: tuple[str, Path],
     version: str,
 ) -> None:
-    ensure_js_clients_installed()
     origin, root = page_server
-    build_ui(version, root)
+    shutil.copytree(bundles(version), root, dirs_exist_ok=True)
     runtime = live_server_factory(env=server_env(fake_upstream.base_url, DEBUG="false"))
 
     result = chat(

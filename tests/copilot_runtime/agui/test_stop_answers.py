@@ -12,6 +12,9 @@ from copilot_runtime.agui import stop_answers
 from copilot_runtime.agui.stop_answers import StopAnswer, stop_answer_pending, stop_answer_wait
 
 
+# Closing a response sends Django's request_finished, whose receiver looks at the thread's
+# database connection: one an earlier test left on asgiref's thread is then touched.
+@pytest.mark.django_db
 async def test_the_stream_waits_until_the_answer_is_closed() -> None:
     answer = StopAnswer(("r-1", "r-2"))
     response = answer.response({"stopped": True})
