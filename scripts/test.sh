@@ -370,8 +370,7 @@ WORKERS="${TEST_WORKERS:-$DEFAULT_WORKERS}"
 # Where the tests marked `serial` live: the serial lane collects only these (collecting the
 # whole suite to pick a handful costs it seconds of CPU). tests/test_suite_workers.py checks that
 # no test marked serial lives anywhere else.
-SERIAL_PATHS=(tests/e2e/test_load.py tests/e2e/celery/test_celery_threads_pool.py tests/faults
-    tests/e2e/test_host_project.py)
+SERIAL_PATHS=(tests/e2e/test_load.py tests/e2e/celery/test_celery_threads_pool.py tests/faults)
 # QUICK=1: the edit loop's subset, nothing served (e2e), no fault tests, nothing marked serial.
 QUICK_MARKERS="not e2e and not faults and not serial"
 

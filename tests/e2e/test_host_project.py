@@ -66,9 +66,7 @@ from tests.support.redis_server import free_port
 if TYPE_CHECKING:
     from benchmarks.fake_upstream import FakeUpstream
 
-# In the serial lane: the suite's longest test (a fresh venv installed, a host served) fits in
-# the lane's spare time beside the parallel run, instead of holding one of its workers.
-pytestmark = [pytest.mark.e2e, pytest.mark.serial]
+pytestmark = pytest.mark.e2e
 
 PASSWORD = "host-admin-password-123"
 # The host's Redis database on the suite's server: apart from the Celery e2e modules' (1, 2, ...,
