@@ -4,13 +4,11 @@ this worker's served driver or a one-shot process, as ``agui_client.run_agui`` d
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.js_client import JsClientError, _node_executable, ensure_js_clients_installed
-from tests.e2e.node_driver import one_shot_forced, served_driver
+from tests.e2e.js_client import _node_executable, ensure_js_clients_installed
+from tests.e2e.node_driver import one_shot_forced, run_one_shot, served_driver
 from tests.support.agui_schemas import assert_agui10_events
 
 AGUI10_ROOT: Path = Path(__file__).resolve().parent / "js" / "agui-1.0"
@@ -29,23 +27,7 @@ def run_agui10(command: dict[str, Any], timeout: float = 60) -> dict[str, Any]:
     if served is not None:
         result: dict[str, Any] = {**served.result, "stderr": served.stderr}
     else:
-        try:
-            completed = subprocess.run(
-                [_node_executable(), str(DRIVER_SCRIPT)],
-                cwd=AGUI10_ROOT,
-                input=json.dumps(command),
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as expired:
-            raise JsClientError(f"agui10_client.cjs timed out after {timeout}s") from expired
-        if completed.returncode != 0:
-            raise JsClientError(
-                f"agui10_client.cjs exited {completed.returncode}:\n{completed.stderr}"
-            )
-        result = {**json.loads(completed.stdout), "stderr": completed.stderr}
+        result = run_one_shot(DRIVER_SCRIPT, command, timeout)
     assert result["warnings"] == [], result["warnings"]
     for step in result["steps"]:
         assert_agui10_events(step["raw"])

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.js_client import JsClientError, _node_executable, ensure_js_clients_installed
-from tests.e2e.node_driver import ServedDriver, one_shot_forced, served_driver
+from tests.e2e.node_driver import ServedDriver, one_shot_forced, run_one_shot, served_driver
 
 AGUI_ROOT: Path = Path(__file__).resolve().parent / "js" / "agui"
 DRIVER_SCRIPT: Path = AGUI_ROOT / "agui_client.cjs"
@@ -42,31 +42,7 @@ def _run_agui(command: dict[str, Any], timeout: float) -> dict[str, Any]:
     served = None if one_shot_forced() else served_agui_driver().call(command, timeout)
     if served is not None:
         return {**served.result, "stderr": served.stderr}
-    try:
-        completed = subprocess.run(
-            [_node_executable(), str(DRIVER_SCRIPT)],
-            cwd=AGUI_ROOT,
-            input=json.dumps(command),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as expired:
-        raise JsClientError(f"agui_client.cjs timed out after {timeout}s") from expired
-    if completed.returncode != 0:
-        raise JsClientError(
-            f"agui_client.cjs exited with {completed.returncode}; stderr:\n{completed.stderr}"
-        )
-    try:
-        result: dict[str, Any] = json.loads(completed.stdout)
-    except json.JSONDecodeError as error:
-        raise JsClientError(
-            f"agui_client.cjs printed no JSON; stdout:\n{completed.stdout}\n"
-            f"stderr:\n{completed.stderr}"
-        ) from error
-    result["stderr"] = completed.stderr
-    return result
+    return run_one_shot(DRIVER_SCRIPT, command, timeout)
 
 
 def served_agui_driver() -> ServedDriver:

@@ -51,6 +51,37 @@ def node_executable() -> str:
     return node
 
 
+def run_one_shot(script: Path, command: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """One command through a Node process of its own (``node <script>``, the command on stdin,
+    one JSON result on stdout), run in the script's folder; ``result["stderr"]`` is what it
+    printed meanwhile. Raises JsClientError when Node fails, times out or prints no JSON."""
+    try:
+        completed = subprocess.run(
+            [node_executable(), str(script)],
+            cwd=script.parent,
+            input=json.dumps(command),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as expired:
+        raise JsClientError(f"{script.name} timed out after {timeout}s") from expired
+    if completed.returncode != 0:
+        raise JsClientError(
+            f"{script.name} exited with {completed.returncode}; stderr:\n{completed.stderr}"
+        )
+    try:
+        result: dict[str, Any] = json.loads(completed.stdout)
+    except json.JSONDecodeError as error:
+        raise JsClientError(
+            f"{script.name} printed no JSON; stdout:\n{completed.stdout}\n"
+            f"stderr:\n{completed.stderr}"
+        ) from error
+    result["stderr"] = completed.stderr
+    return result
+
+
 def one_shot_forced() -> bool:
     return os.environ.get(ONE_SHOT_ENV, "") not in ("", "0")
 

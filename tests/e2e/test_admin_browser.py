@@ -9,10 +9,7 @@ protocol and executor beside a search box wide enough for its placeholder.
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import subprocess
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +21,8 @@ from django.urls import reverse
 from conversations.models import Run, RunStatus, Thread
 from copilot_runtime.models import GuardrailRule
 from tests.e2e.agui_client import run_agui
-from tests.e2e.js_client import JS_CLIENT_VERSIONS, ensure_js_clients_installed, run_js
+from tests.e2e.browser_driver import run_browser_script
+from tests.e2e.js_client import JS_CLIENT_VERSIONS, run_js
 from tests.support.generate_e2e import (
     finished_run,
     generate_command,
@@ -39,9 +37,6 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.e2e
 
-BROWSER_DIR = Path(__file__).resolve().parent / "js" / "browser"
-DRIVER = BROWSER_DIR / "admin_pages.cjs"
-CHROMIUM = Path("/usr/bin/chromium")
 PASSWORD = "admin-pages-password-123"
 WIDTH = 1280
 LONG_TITLE = "Plan a long weekend in Lisbon with museums, food markets and a trip to Sintra"
@@ -60,21 +55,7 @@ RUN_KEY_COLUMNS = {
 
 
 def drive_browser(command: dict[str, Any]) -> dict[str, Any]:
-    assert CHROMIUM.exists(), "Debian's chromium is missing: scripts/test.sh installs it"
-    ensure_js_clients_installed()
-    node = shutil.which("node")
-    assert node is not None
-    completed = subprocess.run(
-        [node, str(DRIVER)],
-        cwd=BROWSER_DIR,
-        input=json.dumps(command),
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    assert completed.returncode == 0, f"browser driver failed:\n{completed.stderr}"
-    return json.loads(completed.stdout)
+    return run_browser_script("admin_pages.cjs", command)
 
 
 def assert_shown(page: dict[str, Any], fields: set[str]) -> None:

@@ -10,10 +10,7 @@ it to ``artifacts/screenshots``).
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
@@ -24,7 +21,8 @@ from django.urls import reverse
 
 from conversations.models import Span
 from tests.conversations.inspector_data import SCRIPT_MESSAGE, inspected_thread_create
-from tests.e2e.js_client import JS_CLIENT_VERSIONS, ensure_js_clients_installed, run_js
+from tests.e2e.browser_driver import run_browser_script
+from tests.e2e.js_client import JS_CLIENT_VERSIONS, run_js
 from tests.support.generate_e2e import (
     finished_run,
     generate_command,
@@ -39,9 +37,6 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.e2e
 
-BROWSER_DIR = Path(__file__).resolve().parent / "js" / "browser"
-DRIVER = BROWSER_DIR / "inspector.cjs"
-CHROMIUM = Path("/usr/bin/chromium")
 PASSWORD = "inspector-password-123"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -55,21 +50,7 @@ def screenshot_dir(tmp_path: Path) -> Path:
 
 
 def drive_browser(command: dict[str, Any]) -> dict[str, Any]:
-    assert CHROMIUM.exists(), "Debian's chromium is missing: scripts/test.sh installs it"
-    ensure_js_clients_installed()
-    node = shutil.which("node")
-    assert node is not None
-    completed = subprocess.run(
-        [node, str(DRIVER)],
-        cwd=BROWSER_DIR,
-        input=json.dumps(command),
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    assert completed.returncode == 0, f"browser driver failed:\n{completed.stderr}"
-    return json.loads(completed.stdout)
+    return run_browser_script("inspector.cjs", command)
 
 
 def inspect_path(thread_pk: int, **params: str) -> str:

@@ -11,10 +11,7 @@ and its attributes as rows. Screenshots go to ``$SCREENSHOT_DIR`` (scripts/test.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
-import shutil
-import subprocess
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,7 +24,8 @@ from django.urls import reverse
 
 from conversations.models import Run, Span
 from copilot_runtime.models import ModelPrice
-from tests.e2e.js_client import JS_CLIENT_VERSIONS, ensure_js_clients_installed, run_js
+from tests.e2e.browser_driver import run_browser_script
+from tests.e2e.js_client import JS_CLIENT_VERSIONS, run_js
 from tests.support.generate_e2e import (
     finished_run,
     generate_command,
@@ -42,29 +40,12 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.e2e
 
-BROWSER_DIR = Path(__file__).resolve().parent / "js" / "browser"
-DRIVER = BROWSER_DIR / "usage.cjs"
-CHROMIUM = Path("/usr/bin/chromium")
 PASSWORD = "usage-password-123"
 WIDTH = 1280
 
 
 def _drive(command: dict[str, Any]) -> dict[str, Any]:
-    assert CHROMIUM.exists(), "Debian's chromium is missing: scripts/test.sh installs it"
-    ensure_js_clients_installed()
-    node = shutil.which("node")
-    assert node is not None
-    completed = subprocess.run(
-        [node, str(DRIVER)],
-        cwd=BROWSER_DIR,
-        input=json.dumps(command),
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    assert completed.returncode == 0, f"browser driver failed:\n{completed.stderr}"
-    return json.loads(completed.stdout)
+    return run_browser_script("usage.cjs", command)
 
 
 def _real_turn(server_url: str, fake_upstream: FakeUpstream, thread_id: str, *script: Any) -> Run:
