@@ -220,7 +220,6 @@ class _StreamReader:
     def __init__(self) -> None:
         self.calls: dict[int, int] = {}  # content block index -> tool call index
         self.usage = UsageChunk()
-        self.cache_write = 0
         self.stopped = False  # message_stop seen: the stream ended as it should
 
     def feed_payload(self, data: bytes) -> list[ModelChunk]:
@@ -286,7 +285,7 @@ class _StreamReader:
         if "cache_read_input_tokens" in usage:
             self.usage.cached_input_tokens = int(usage.get("cache_read_input_tokens") or 0)
         if "cache_creation_input_tokens" in usage:
-            self.cache_write = int(usage.get("cache_creation_input_tokens") or 0)
+            self.usage.cache_write_input_tokens = int(usage.get("cache_creation_input_tokens") or 0)
         if "output_tokens" in usage:
             self.usage.output_tokens = int(usage.get("output_tokens") or 0)
 
@@ -294,7 +293,7 @@ class _StreamReader:
         # Anthropic counts cache reads and writes beside input_tokens; AG-UI's inputTokens
         # includes them.
         usage = self.usage
-        usage.input_tokens += usage.cached_input_tokens + self.cache_write
+        usage.input_tokens += usage.cached_input_tokens + usage.cache_write_input_tokens
         return usage
 
 

@@ -62,6 +62,8 @@ class UsageChunk:
     output_tokens: int = 0
     cached_input_tokens: int = 0
     reasoning_tokens: int = 0
+    # Written to the prompt cache; like cached reads, part of ``input_tokens``.
+    cache_write_input_tokens: int = 0
 
 
 ModelChunk = (

@@ -250,8 +250,8 @@ def _usage(counts: dict[str, Any], earlier: UsageChunk | None) -> UsageChunk:
     total = earlier or UsageChunk()
     total.input_tokens += int(counts.get("input_tokens") or 0)
     total.output_tokens += int(counts.get("output_tokens") or 0)
-    total.cached_input_tokens += int(
-        (counts.get("input_token_details") or {}).get("cache_read") or 0
-    )
+    details = counts.get("input_token_details") or {}
+    total.cached_input_tokens += int(details.get("cache_read") or 0)
+    total.cache_write_input_tokens += int(details.get("cache_creation") or 0)
     total.reasoning_tokens += int((counts.get("output_token_details") or {}).get("reasoning") or 0)
     return total

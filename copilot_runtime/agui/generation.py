@@ -13,6 +13,8 @@ declaration as the newest it knows) gets the 1.0 restatement below, chosen once 
 - ``RUN_ERROR`` names no ``threadId``/``runId`` (1.0 does not define them there);
 - a meta event that pauses the run (an interrupt) is kept as ``CUSTOM`` and becomes one of the
   interrupts of the run's outcome;
+- each ``usage[]`` entry counts the input written to the prompt cache
+  (``cacheWriteInputTokens``);
 - ``connect`` restates the finished runs as one run: ``MESSAGES_SNAPSHOT`` and
   ``STATE_SNAPSHOT`` (``replay.py``).
 
@@ -40,6 +42,7 @@ from copilot_runtime.agui.translate import (
     TOOL_CALL_ARGS,
     TOOL_CALL_RESULT,
     TOOL_CALL_START,
+    RunUsage,
     Translator,
 )
 from copilot_runtime.events import Event, MetaEvent, RunFinished
@@ -108,6 +111,7 @@ class Translator10(Translator):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.usage = RunUsage(cache_writes=True)
         # Tool calls started and not answered in this run: what it leaves for the client.
         self.pending_calls: dict[str, None] = {}
         self.interrupts: list[dict[str, Any]] = []

@@ -79,12 +79,16 @@ def finish_reason(provider_reason: str) -> str:
 
 
 class RunUsage:
-    """The run's token usage per (provider, model), as RUN_FINISHED reports it."""
+    """The run's token usage per (provider, model), as RUN_FINISHED reports it.
 
-    __slots__ = ("entries",)
+    ``cache_writes``: the entries count the input written to the provider's prompt cache
+    (``cacheWriteInputTokens``, which AG-UI 1.0 defines and 0.0.59 does not)."""
 
-    def __init__(self) -> None:
+    __slots__ = ("cache_writes", "entries")
+
+    def __init__(self, *, cache_writes: bool = False) -> None:
         self.entries: dict[tuple[str, str], dict[str, Any]] = {}
+        self.cache_writes = cache_writes
 
     def add(
         self,
@@ -95,6 +99,7 @@ class RunUsage:
         output_tokens: int,
         reasoning_tokens: int,
         cached_input_tokens: int,
+        cache_write_input_tokens: int,
     ) -> None:
         entry = self.entries.get((provider, model))
         if entry is None:
@@ -102,12 +107,16 @@ class RunUsage:
             entry.update(
                 inputTokens=0, outputTokens=0, totalTokens=0, reasoningTokens=0, cachedInputTokens=0
             )
+            if self.cache_writes:
+                entry["cacheWriteInputTokens"] = 0
             self.entries[(provider, model)] = entry
         entry["inputTokens"] += input_tokens
         entry["outputTokens"] += output_tokens
         entry["totalTokens"] += input_tokens + output_tokens
         entry["reasoningTokens"] += reasoning_tokens
         entry["cachedInputTokens"] += cached_input_tokens
+        if self.cache_writes:
+            entry["cacheWriteInputTokens"] += cache_write_input_tokens
 
     def as_list(self) -> list[dict[str, Any]]:
         return [dict(entry) for entry in self.entries.values()]
@@ -261,6 +270,7 @@ class Translator:
                 output_tokens=event.output_tokens,
                 reasoning_tokens=event.reasoning_tokens,
                 cached_input_tokens=event.cached_input_tokens,
+                cache_write_input_tokens=event.cache_write_input_tokens,
             )
             return []
         if kind is GuardrailDecision:
@@ -273,6 +283,7 @@ class Translator:
                     output_tokens=event.output_tokens,
                     reasoning_tokens=event.reasoning_tokens,
                     cached_input_tokens=event.cached_input_tokens,
+                    cache_write_input_tokens=event.cache_write_input_tokens,
                 )
             return []
         if kind is RunError:

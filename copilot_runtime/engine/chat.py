@@ -426,6 +426,7 @@ class ChatTurn:
             cached_input_tokens=usage.cached_input_tokens,
             reasoning_tokens=usage.reasoning_tokens,
             provider=self.adapter.provider,
+            cache_write_input_tokens=usage.cache_write_input_tokens,
         )
 
 

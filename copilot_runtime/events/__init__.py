@@ -155,6 +155,9 @@ class GenerationEnd(Event):
     cached_input_tokens: int = 0
     reasoning_tokens: int = 0
     provider: str = ""  # who served it, in the AI SDK's terms ("openai.chat")
+    # Input tokens written to the provider's prompt cache (Anthropic's cache creation), counted
+    # in ``input_tokens`` too, as ``cached_input_tokens`` is. A later field (``LATER_FIELDS``).
+    cache_write_input_tokens: int = 0
 
 
 @dataclass(slots=True)
@@ -179,6 +182,7 @@ class GuardrailDecision(Event):
     output_tokens: int = 0
     cached_input_tokens: int = 0
     reasoning_tokens: int = 0
+    cache_write_input_tokens: int = 0  # a later field, as on ``GenerationEnd``
 
 
 @dataclass(slots=True)
@@ -256,3 +260,21 @@ def event_from_payload(event_type: str, payload: dict[str, Any]) -> Event:
 _KNOWN_FIELDS: dict[type[Event], frozenset[str]] = {
     kind: frozenset(f.name for f in fields(kind)) for kind in EVENT_TYPES.values()
 }
+
+# The fields added after the first release, which a web process of that release cannot read
+# (it rebuilt events strictly; this release and later ones read past what they do not know).
+# A worker leaves them out of the events of a run that such a process queued: the task's
+# placement says when its web process reads them (``READS_LATER_FIELDS``).
+LATER_FIELDS: dict[str, tuple[str, ...]] = {
+    GenerationEnd.type: ("cache_write_input_tokens",),
+    GuardrailDecision.type: ("cache_write_input_tokens",),
+}
+READS_LATER_FIELDS = "reads_later_fields"
+
+
+def without_later_fields(event_type: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """``payload`` as a web process of the first release can rebuild it (see ``LATER_FIELDS``)."""
+    later = LATER_FIELDS.get(event_type)
+    if later is None:
+        return payload
+    return {name: value for name, value in payload.items() if name not in later}

@@ -171,6 +171,7 @@ class GuardrailGate:
             event.input_tokens += spent.usage.input_tokens
             event.output_tokens += spent.usage.output_tokens
             event.cached_input_tokens += spent.usage.cached_input_tokens
+            event.cache_write_input_tokens += spent.usage.cache_write_input_tokens
             event.reasoning_tokens += spent.usage.reasoning_tokens
         return event
 

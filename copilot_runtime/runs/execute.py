@@ -92,13 +92,21 @@ async def run_execute(
     publish: Callable[[Event], None] | None = None,
     prepared: PreparedTurn | None = None,
     claim: Claim = Claim.BEFORE_ASKING,
+    later_fields: bool = True,
 ) -> str:
     """Run the turn of a prepared run to its end; returns the final status ("" when the run
     was not pending, e.g. a redelivered task whose run already started). ``claim``: how this
-    process takes the run from pending to running (``Claim``)."""
+    process takes the run from pending to running (``Claim``). ``later_fields``: whether the
+    run's events may carry the fields a web process of the first release cannot read
+    (``events.LATER_FIELDS``)."""
     adapter = adapter_from_settings(request.agent_name)
     model = request.forwarded.model or adapter.default_model
-    recorder = RunRecorder(run_id=run_id, thread_id=thread_id, agent_name=request.agent_name)
+    recorder = RunRecorder(
+        run_id=run_id,
+        thread_id=thread_id,
+        agent_name=request.agent_name,
+        later_fields=later_fields,
+    )
     # Best effort: the tracer never raises, and writes its spans after the run's end.
     tracer = RunTracer.for_run(
         run_id=run_id, thread_id=thread_id, request=request, model=model, provider=adapter.name

@@ -23,7 +23,13 @@ from conversations.store.grouped import Grouped, PerLoop
 from conversations.store.health import db_sync_to_async
 from conversations.store.types import PreparedTurn
 from copilot_runtime.conf import runtime_setting
-from copilot_runtime.events import Event, RunError, RunFinished, event_from_payload
+from copilot_runtime.events import (
+    READS_LATER_FIELDS,
+    Event,
+    RunError,
+    RunFinished,
+    event_from_payload,
+)
 from copilot_runtime.events.request import (
     TurnRequest,
     turn_request_from_payload,
@@ -74,6 +80,8 @@ def placement_of(
         "next_position": prepared.next_position,
         # How fresh the task is, for its first delivery's claim (engine/claims.py).
         "queued_at": queued_now(),
+        # This web process reads the events' later fields (events.LATER_FIELDS).
+        READS_LATER_FIELDS: True,
         **(request_in_task(request) if carried is None else carried),
     }
 
@@ -397,6 +405,7 @@ async def run_execute_stored(
                     first_delivery=first_delivery,
                     in_redis=first_delivery and claim_in_layer_allowed(placement),
                 ),
+                later_fields=placement.get(READS_LATER_FIELDS) is True,
             )
     run = await db_sync_to_async(_stored_run)(run_id)
     if run.status != RunStatus.PENDING:
@@ -408,7 +417,9 @@ async def run_execute_stored(
         return ""
     request = turn_request_from_payload(run.request_payload)
     request.thread_pk = run.thread_id
-    return await run_execute(run_id=run_id, thread_id=run.thread.thread_id, request=request)
+    return await run_execute(
+        run_id=run_id, thread_id=run.thread.thread_id, request=request, later_fields=False
+    )
 
 
 def _stored_run(run_id: str) -> Run:

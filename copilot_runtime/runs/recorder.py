@@ -36,6 +36,7 @@ from copilot_runtime.events import (
     TextEnd,
     TextStart,
     result_message_id,
+    without_later_fields,
 )
 
 STREAM_ERROR_REASON = "Error streaming message content"
@@ -88,6 +89,9 @@ class RunRecorder:
     _finished: list[OutputMessage] = field(default_factory=list)
     _states: list[dict[str, Any]] = field(default_factory=list)
     _first_token_unsent: bool = False
+    # Whether the web processes reading this run's log read fields added after the first
+    # release (events.LATER_FIELDS): not when a web process of that release queued it.
+    later_fields: bool = True
 
     def observe(self, event: Event) -> None:
         self._log(event)
@@ -197,7 +201,10 @@ class RunRecorder:
             payload = event.to_payload()
             self._pending.append(_PendingEntry(event_type, payload, [payload["delta"]]))
             return
-        self._pending.append(_PendingEntry(event_type, event.to_payload()))
+        payload = event.to_payload()
+        if not self.later_fields:
+            payload = without_later_fields(event_type, payload)
+        self._pending.append(_PendingEntry(event_type, payload))
 
     def _close(self, message_id: str) -> None:
         opened = self._open.pop(message_id, None)

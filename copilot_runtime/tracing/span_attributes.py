@@ -69,6 +69,7 @@ def generation_end_attributes(end: Any, *, is_error: bool | None) -> dict[str, A
             attr.USAGE_INPUT_TOKENS: end.input_tokens,
             attr.USAGE_OUTPUT_TOKENS: end.output_tokens,
             attr.USAGE_CACHE_READ_INPUT_TOKENS: end.cached_input_tokens,
+            attr.USAGE_CACHE_CREATION_INPUT_TOKENS: getattr(end, "cache_write_input_tokens", 0),
             attr.USAGE_REASONING_OUTPUT_TOKENS: end.reasoning_tokens,
         }
     )
@@ -114,6 +115,9 @@ def usage_of_decision(event: Any) -> dict[str, int]:
         attr.USAGE_INPUT_TOKENS: int(getattr(event, "input_tokens", 0) or 0),
         attr.USAGE_OUTPUT_TOKENS: int(getattr(event, "output_tokens", 0) or 0),
         attr.USAGE_CACHE_READ_INPUT_TOKENS: int(getattr(event, "cached_input_tokens", 0) or 0),
+        attr.USAGE_CACHE_CREATION_INPUT_TOKENS: int(
+            getattr(event, "cache_write_input_tokens", 0) or 0
+        ),
         attr.USAGE_REASONING_OUTPUT_TOKENS: int(getattr(event, "reasoning_tokens", 0) or 0),
     }
 

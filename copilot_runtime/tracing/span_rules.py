@@ -86,6 +86,7 @@ def _generation_end(tree: SpanTree, event: Any, at: float) -> list[Signal]:
     totals.input_tokens += event.input_tokens
     totals.output_tokens += event.output_tokens
     totals.cached_input_tokens += event.cached_input_tokens
+    totals.cache_write_input_tokens += getattr(event, "cache_write_input_tokens", 0)
     totals.reasoning_tokens += event.reasoning_tokens
     failed = event.finish_reason == "error"
     if failed:
@@ -262,6 +263,7 @@ def _guardrail_decision(tree: SpanTree, event: Any, at: float) -> list[Signal]:
         totals.input_tokens += usage[attr.USAGE_INPUT_TOKENS]
         totals.output_tokens += usage[attr.USAGE_OUTPUT_TOKENS]
         totals.cached_input_tokens += usage[attr.USAGE_CACHE_READ_INPUT_TOKENS]
+        totals.cache_write_input_tokens += usage[attr.USAGE_CACHE_CREATION_INPUT_TOKENS]
         totals.reasoning_tokens += usage[attr.USAGE_REASONING_OUTPUT_TOKENS]
     key = tree.point_span_key("guardrail")
     opened = tree.open_span(

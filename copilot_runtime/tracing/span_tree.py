@@ -65,6 +65,7 @@ class RunTotals:
     input_tokens: int = 0
     output_tokens: int = 0
     cached_input_tokens: int = 0
+    cache_write_input_tokens: int = 0
     reasoning_tokens: int = 0
     generations: int = 0
     tool_calls: int = 0
@@ -213,6 +214,7 @@ class SpanTree:
             attr.USAGE_INPUT_TOKENS: totals.input_tokens,
             attr.USAGE_OUTPUT_TOKENS: totals.output_tokens,
             attr.USAGE_CACHE_READ_INPUT_TOKENS: totals.cached_input_tokens,
+            attr.USAGE_CACHE_CREATION_INPUT_TOKENS: totals.cache_write_input_tokens,
             attr.USAGE_REASONING_OUTPUT_TOKENS: totals.reasoning_tokens,
             attr.GENERATIONS: totals.generations,
             attr.TOOL_CALLS: totals.tool_calls,

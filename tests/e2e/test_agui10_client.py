@@ -21,13 +21,17 @@ if TYPE_CHECKING:
 
 pytestmark = [pytest.mark.e2e, pytest.mark.shared_server]
 
-AGENTS = {"approver": {"kind": "python", "class": "tests.support.python_agents.ApprovalAgent"}}
+APPROVER = {"kind": "python", "class": "tests.support.python_agents.ApprovalAgent"}
 
 
 @pytest.fixture
 def server(shared_live_server_factory: Any, fake_upstream: FakeUpstream) -> ServedProcess:
+    # The built-in agent on the Anthropic adapter, on the fake's Messages API.
+    root = fake_upstream.base_url.removesuffix("/v1")
+    claude = {"kind": "anthropic", "api_key": "test", "base_url": root, "max_retries": 0}
+    agents = {"approver": APPROVER, "claude": {"kind": "llm", "adapter": claude}}
     return shared_live_server_factory(
-        env=server_env(fake_upstream.base_url, COPILOT_RUNTIME_AGENTS=json.dumps(AGENTS))
+        env=server_env(fake_upstream.base_url, COPILOT_RUNTIME_AGENTS=json.dumps(agents))
     )
 
 
@@ -109,6 +113,28 @@ def test_text_server_tool_state_and_reconnect(server: ServedProcess) -> None:
     ]
     assert replay["state"] == snapshot
     assert [m["id"] for m in replay["messages"]] == [m["id"] for m in result["messages"]]
+
+
+def test_usage_counts_the_input_an_anthropic_model_wrote_to_its_prompt_cache(
+    server: ServedProcess,
+) -> None:
+    usage = {"cache_read_input_tokens": 6, "cache_creation_input_tokens": 4}
+    result = run_agui10(
+        _command(
+            server,
+            f"agui10-{uuid.uuid4()}",
+            _run("u1", _fake("Remember this.", {"text": "Noted.", "usage": usage})),
+            agentId="claude",
+        )
+    )
+    [step] = result["steps"]
+
+    [entry] = _finished(step)["usage"]
+    assert entry["provider"] == "anthropic.messages"
+    assert (entry["cachedInputTokens"], entry["cacheWriteInputTokens"]) == (6, 4)
+    # As 1.0 counts it: the input includes what was read from and written to the cache.
+    assert entry["inputTokens"] > 6 + 4
+    assert entry["totalTokens"] == entry["inputTokens"] + entry["outputTokens"]
 
 
 def test_a_frontend_tool_call_is_left_pending_and_its_result_continues(

@@ -72,7 +72,8 @@ RECORDED: list[list[Any]] = []
 
 def recording_anthropic_model() -> Any:
     """A LangChain chat model of langchain-anthropic's type (``anthropic-chat``) that records
-    what it is sent and streams signed thinking, a redacted block, then text."""
+    what it is sent and streams signed thinking, a redacted block, then text, and its usage
+    as langchain-anthropic reports it (cache reads and writes counted in the input)."""
     from langchain_core.language_models.chat_models import BaseChatModel
     from langchain_core.messages import AIMessage, AIMessageChunk
     from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
@@ -82,6 +83,15 @@ def recording_anthropic_model() -> Any:
         AIMessageChunk(content=[{"type": "thinking", "signature": "SIG", "index": 0}]),
         AIMessageChunk(content=[{"type": "redacted_thinking", "data": "ENC", "index": 1}]),
         AIMessageChunk(content=[{"type": "text", "text": "Done", "index": 2}]),
+        AIMessageChunk(
+            content="",
+            usage_metadata={
+                "input_tokens": 30,
+                "output_tokens": 5,
+                "total_tokens": 35,
+                "input_token_details": {"cache_read": 10, "cache_creation": 8},
+            },
+        ),
     ]
 
     class RecordingAnthropic(BaseChatModel):

@@ -85,6 +85,7 @@ async def test_text_usage_with_cache_tokens_and_the_stop_reason(fake_upstream: A
     [usage] = [c for c in chunks if isinstance(c, UsageChunk)]
     # Input counts the cache reads and writes (2 words + 10 + 5), output the 3 tokens.
     assert (usage.input_tokens, usage.cached_input_tokens, usage.output_tokens) == (17, 10, 3)
+    assert usage.cache_write_input_tokens == 5
     sent = fake_upstream.requests()[-1]
     assert sent["system"] == "Brief."
     assert sent["messages"] == [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]
@@ -368,7 +369,8 @@ async def run_ended(run_id: str) -> Run:
 async def test_a_v2_run_on_the_anthropic_adapter_set_by_settings(fake_upstream: Any) -> None:
     root = fake_upstream.base_url.removesuffix("/v1")
     conf = {"ADAPTER": {"kind": "anthropic", "api_key": "test", "base_url": root, "max_retries": 0}}
-    fake_upstream.script({"text": "Hello from Claude", "usage": {"cache_read_input_tokens": 6}})
+    cache = {"cache_read_input_tokens": 6, "cache_creation_input_tokens": 2}
+    fake_upstream.script({"text": "Hello from Claude", "usage": cache})
     body = run_body("anthropic-e2e", [user("u1", "Hi there")])
     with override_settings(COPILOT_RUNTIME=conf):
         response = await post(AsyncClient(), "/agent/default/run", body)
@@ -396,6 +398,8 @@ async def test_a_v2_run_on_the_anthropic_adapter_set_by_settings(fake_upstream: 
     [usage] = events[-1]["usage"]
     assert usage["provider"] == "anthropic.messages"
     assert usage["model"] == stored.model == "claude-sonnet-4-5"
+    # 0.0.59 defines no cache writes (1.0's cacheWriteInputTokens: tests/e2e/test_agui10_client).
+    assert "cacheWriteInputTokens" not in usage
     assert (usage["inputTokens"], usage["cachedInputTokens"], usage["outputTokens"]) == (
         stored.input_tokens,
         6,
@@ -403,11 +407,11 @@ async def test_a_v2_run_on_the_anthropic_adapter_set_by_settings(fake_upstream: 
     )
     assert stored.status == RunStatus.SUCCEEDED
     assert stored.output_tokens == 3
-    # The prompt's words plus the cached reads, as AG-UI counts them.
+    # The prompt's words plus the cached reads and writes, as AG-UI counts them.
     sent = fake_upstream.requests()[-1]
     words = sum(len(str(b.get("text", "")).split()) for m in sent["messages"] for b in m["content"])
     words += len(str(sent.get("system", "")).split())
-    assert stored.input_tokens == words + 6
+    assert stored.input_tokens == words + 6 + 2
     assert sent["messages"][-1] == {
         "role": "user",
         "content": [{"type": "text", "text": "Hi there"}],

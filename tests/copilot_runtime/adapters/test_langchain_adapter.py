@@ -201,6 +201,10 @@ async def test_an_anthropic_models_signed_thinking_is_sealed_and_goes_back_as_co
     assert seals == [ReasoningSealChunk(signature="SIG"), ReasoningSealChunk(redacted="ENC")]
     kinds = [type(c) for c in chunks]
     assert kinds.index(ReasoningChunk) < kinds.index(ReasoningSealChunk) < kinds.index(TextChunk)
+    [usage] = [c for c in chunks if isinstance(c, UsageChunk)]
+    assert usage == UsageChunk(
+        input_tokens=30, output_tokens=5, cached_input_tokens=10, cache_write_input_tokens=8
+    )
     [sent] = RECORDED
     assistant = sent[1]
     assert assistant.content == [thinking, {"type": "text", "text": "Looking."}]

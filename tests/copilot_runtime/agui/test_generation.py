@@ -83,8 +83,10 @@ def test_a_text_run_declares_1_0_and_finishes_with_an_outcome() -> None:
     usage = GenerationEnd(
         model="gpt",
         finish_reason="stop",
-        input_tokens=3,
+        input_tokens=9,
         output_tokens=2,
+        cached_input_tokens=4,
+        cache_write_input_tokens=3,
     )
     started, *_, finished = _run([*_text(), usage, RunFinished()])
 
@@ -97,11 +99,13 @@ def test_a_text_run_declares_1_0_and_finishes_with_an_outcome() -> None:
         "usage": [
             {
                 "model": "gpt",
-                "inputTokens": 3,
+                "inputTokens": 9,
                 "outputTokens": 2,
-                "totalTokens": 5,
+                "totalTokens": 11,
                 "reasoningTokens": 0,
-                "cachedInputTokens": 0,
+                "cachedInputTokens": 4,
+                # Written to the prompt cache: 1.0 counts it, 0.0.59 has no such field.
+                "cacheWriteInputTokens": 3,
             }
         ],
         # 1.0 closes RUN_FINISHED: the finish reason travels in its metadata.
@@ -110,7 +114,13 @@ def test_a_text_run_declares_1_0_and_finishes_with_an_outcome() -> None:
 
 
 def test_the_0_0_59_generation_is_unchanged() -> None:
-    usage = GenerationEnd(model="gpt", finish_reason="stop", input_tokens=1, output_tokens=1)
+    usage = GenerationEnd(
+        model="gpt",
+        finish_reason="stop",
+        input_tokens=1,
+        output_tokens=1,
+        cache_write_input_tokens=1,
+    )
     started, *_, finished = _run([*_text(), usage, RunFinished()], protocol_1_0=False)
 
     assert started == run_started(thread_id="t-1", run_id="r-1", run_input=RUN_INPUT)
@@ -193,6 +203,7 @@ def test_a_run_error_names_no_thread_or_run_and_carries_the_usage() -> None:
                 "totalTokens": 5,
                 "reasoningTokens": 0,
                 "cachedInputTokens": 0,
+                "cacheWriteInputTokens": 0,
             }
         ],
     }

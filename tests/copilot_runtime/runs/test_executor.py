@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import fields
 from typing import Any
 
 import orjson
@@ -19,8 +20,10 @@ from kombu.utils import json as kombu_json
 
 from conversations.models import Run, RunEvent, RunStatus
 from conversations.store import turn_store
+from copilot_runtime.adapters import adapter_from_settings
 from copilot_runtime.engine.hooks import RequestHookContext
 from copilot_runtime.errors import CopilotKitError
+from copilot_runtime.events import LATER_FIELDS, READS_LATER_FIELDS, GenerationEnd
 from copilot_runtime.events.request import turn_request_to_payload
 from copilot_runtime.graphql.turn_input import parse_generate_input
 from copilot_runtime.runs import executor
@@ -82,9 +85,11 @@ def celery_executor(current_redis_app: Celery, fake_upstream: Any) -> Iterator[C
         yield current_redis_app
 
 
-async def _queued(app: Celery, thread_id: str, answers: list[dict[str, Any]]) -> tuple[str, Any]:
+async def _queued(
+    app: Celery, thread_id: str, answers: list[dict[str, Any]], content: str = "FAKE: {}"
+) -> tuple[str, Any]:
     """A turn prepared under the celery executor: its run id, and the task's placement."""
-    data = generate_data(thread_id=thread_id, messages=[text_input("u1", "FAKE: {}")])
+    data = generate_data(thread_id=thread_id, messages=[text_input("u1", content)])
     data["metaEvents"] = answers
     request = parse_generate_input(data, {})
     prepared = await turn_prepare(user=AnonymousUser(), request=request, protocol="graphql")
@@ -135,6 +140,52 @@ async def test_a_task_of_an_earlier_version_executes_the_request_its_run_stored(
 
     assert await run_execute_stored(run_id=run_id) == RunStatus.SUCCEEDED
     assert fake_upstream.stats()["requests"] == 1
+
+
+@pytest.fixture
+async def anthropic_celery_executor(
+    current_redis_app: Celery, fake_upstream: Any
+) -> AsyncIterator[Celery]:
+    root = fake_upstream.base_url.removesuffix("/v1")
+    adapter = {"kind": "anthropic", "api_key": "test", "base_url": root, "max_retries": 0}
+    with override_settings(COPILOT_RUNTIME={"EXECUTOR": "celery", "ADAPTER": adapter}):
+        yield current_redis_app
+        # One adapter per event loop: its connections close with the test's loop.
+        await adapter_from_settings().aclose()
+
+
+CACHE_WRITE = 'FAKE: {"text": "Noted.", "usage": {"cache_creation_input_tokens": 4}}'
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("reads_later_fields", "logged"),
+    [
+        pytest.param(True, 4, id="queued by this release"),
+        pytest.param(False, None, id="queued by a first-release web process"),
+    ],
+)
+async def test_a_run_logs_the_later_fields_only_for_web_processes_that_read_them(
+    anthropic_celery_executor: Celery, reads_later_fields: bool, logged: int | None
+) -> None:
+    run_id, placement = await _queued(
+        anthropic_celery_executor, f"later-{reads_later_fields}", [], CACHE_WRITE
+    )
+    assert placement[READS_LATER_FIELDS] is True
+    if not reads_later_fields:
+        del placement[READS_LATER_FIELDS]  # as the first release queued it
+
+    assert await run_execute_stored(run_id=run_id, placement=placement) == RunStatus.SUCCEEDED
+
+    [end] = [
+        row.payload async for row in RunEvent.objects.filter(run_id=run_id, type=GenerationEnd.type)
+    ]
+    assert end.get("cache_write_input_tokens") == logged
+    if not reads_later_fields:
+        # The first release rebuilt an event strictly from the fields it had.
+        later = set(LATER_FIELDS[GenerationEnd.type])
+        first_release = {f.name for f in fields(GenerationEnd) if not f.metadata.get("local")}
+        assert set(end) <= first_release - later
 
 
 @pytest.mark.django_db(transaction=True)

@@ -113,7 +113,9 @@ def result(call_id: str, name: str, value: str, *, is_error: bool = False) -> Ac
 TEXT_ONLY: list[Any] = [
     generation_start(temperature=0.2, max_tokens=100),  # 1
     *text("m1", "Hel", "lo"),  # 2..5: the first chunk at 3
-    generation_end(input_tokens=12, output_tokens=2, cached_input_tokens=4),  # 6
+    generation_end(
+        input_tokens=12, output_tokens=2, cached_input_tokens=4, cache_write_input_tokens=3
+    ),  # 6
     RunFinished(status="succeeded"),  # 7
 ]
 

@@ -109,6 +109,7 @@ def test_a_text_answer_is_a_run_with_one_generation() -> None:
         attr.USAGE_INPUT_TOKENS: 12,
         attr.USAGE_OUTPUT_TOKENS: 2,
         attr.USAGE_CACHE_READ_INPUT_TOKENS: 4,
+        attr.USAGE_CACHE_CREATION_INPUT_TOKENS: 3,
         attr.USAGE_REASONING_OUTPUT_TOKENS: 0,
     }
     run = spans["run"].attributes
@@ -118,6 +119,7 @@ def test_a_text_answer_is_a_run_with_one_generation() -> None:
     assert run[attr.RUN_ID] == "run-1"
     assert run[attr.RUN_STATUS] == "succeeded"
     assert (run[attr.USAGE_INPUT_TOKENS], run[attr.USAGE_OUTPUT_TOKENS]) == (12, 2)
+    assert run[attr.USAGE_CACHE_CREATION_INPUT_TOKENS] == 3
     assert (run[attr.GENERATIONS], run[attr.TOOL_CALLS]) == (1, 0)
 
 
