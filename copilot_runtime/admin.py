@@ -222,11 +222,17 @@ class ModelPriceAdmin(admin.ModelAdmin):
         "model",
         "input_per_million",
         "cached_input_per_million",
+        "cache_write_input_per_million",
         "output_per_million",
         "source",
         "updated_at",
     )
-    list_editable = ("input_per_million", "cached_input_per_million", "output_per_million")
+    list_editable = (
+        "input_per_million",
+        "cached_input_per_million",
+        "cache_write_input_per_million",
+        "output_per_million",
+    )
     list_filter = ("source",)
     search_fields = ("model",)
     readonly_fields = ("source",)

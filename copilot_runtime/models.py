@@ -112,6 +112,14 @@ class ModelPrice(models.Model):
         blank=True,
         help_text="USD per million cached input tokens; blank: the input price.",
     )
+    cache_write_input_per_million = models.DecimalField(
+        max_digits=12,
+        decimal_places=6,
+        null=True,
+        blank=True,
+        help_text="USD per million input tokens written to the prompt cache (Anthropic's "
+        "cache creation); blank: the input price.",
+    )
     output_per_million = models.DecimalField(
         max_digits=12,
         decimal_places=6,

@@ -1,8 +1,9 @@
 """What a model call costs: token usage times the model's price (``ModelPrice`` in the admin).
 
-Input tokens include cached ones (the provider's ``prompt_tokens``, and OpenTelemetry's
-``gen_ai.usage.input_tokens``), so cached tokens are priced at the cached rate and only the
-rest at the input rate. Reasoning tokens are part of the output tokens and priced with them.
+Input tokens include cached ones and those written to the cache (the provider's
+``prompt_tokens``, and OpenTelemetry's ``gen_ai.usage.input_tokens``), so cached tokens are
+priced at the cached rate, cache writes at the cache-write rate, and only the rest at the input
+rate. Reasoning tokens are part of the output tokens and priced with them.
 """
 
 from __future__ import annotations
@@ -28,25 +29,32 @@ class Price:
 
     input_per_million: Decimal
     output_per_million: Decimal
-    # None: cached input costs the same as input.
+    # None: cached input, and input written to the cache, cost the same as input.
     cached_input_per_million: Decimal | None = None
+    cache_write_input_per_million: Decimal | None = None
 
 
 def usage_cost(
-    *, price: Price, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0
+    *,
+    price: Price,
+    input_tokens: int,
+    output_tokens: int,
+    cached_input_tokens: int = 0,
+    cache_write_input_tokens: int = 0,
 ) -> Decimal:
     cached = max(0, min(cached_input_tokens, input_tokens))
-    cached_rate = (
-        price.cached_input_per_million
-        if price.cached_input_per_million is not None
-        else price.input_per_million
-    )
+    written = max(0, min(cache_write_input_tokens, input_tokens - cached))
     total = (
-        (input_tokens - cached) * price.input_per_million
-        + cached * cached_rate
+        (input_tokens - cached - written) * price.input_per_million
+        + cached * _or_input(price.cached_input_per_million, price)
+        + written * _or_input(price.cache_write_input_per_million, price)
         + output_tokens * price.output_per_million
     )
     return (total / MILLION).quantize(COST_QUANTUM)
+
+
+def _or_input(rate: Decimal | None, price: Price) -> Decimal:
+    return price.input_per_million if rate is None else rate
 
 
 def price_for_model(model: str, prices: Mapping[str, Price]) -> Price | None:
@@ -91,6 +99,7 @@ def prices_load() -> dict[str, Price]:
             input_per_million=row.input_per_million,
             output_per_million=row.output_per_million,
             cached_input_per_million=row.cached_input_per_million,
+            cache_write_input_per_million=row.cache_write_input_per_million,
         )
         for row in ModelPrice.objects.all()
     }
@@ -117,6 +126,9 @@ def spans_price(*, records: list[SpanRecord], prices: dict[str, Price]) -> Decim
             input_tokens=int(attributes.get(attr.USAGE_INPUT_TOKENS) or 0),
             output_tokens=int(attributes.get(attr.USAGE_OUTPUT_TOKENS) or 0),
             cached_input_tokens=int(attributes.get(attr.USAGE_CACHE_READ_INPUT_TOKENS) or 0),
+            cache_write_input_tokens=int(
+                attributes.get(attr.USAGE_CACHE_CREATION_INPUT_TOKENS) or 0
+            ),
         )
         attributes[attr.USAGE_COST] = float(cost)
         total = cost if total is None else total + cost

@@ -42,6 +42,7 @@ class TablePrice:
     input_per_million: Decimal
     cached_input_per_million: Decimal | None
     output_per_million: Decimal
+    cache_write_input_per_million: Decimal | None = None
 
 
 def _flat(value: Any) -> Decimal | None:
@@ -77,6 +78,7 @@ def table_prices() -> list[TablePrice]:
                 input_per_million=input_price,
                 cached_input_per_million=_flat(getattr(price, "cache_read_mtok", None)),
                 output_per_million=output_price,
+                cache_write_input_per_million=_flat(getattr(price, "cache_write_mtok", None)),
             )
     return sorted(found.values(), key=lambda price: price.model)
 
@@ -98,6 +100,7 @@ def seed_model_prices(*, prices: list[TablePrice] | None = None) -> SeedResult:
         values = {
             "input_per_million": price.input_per_million,
             "cached_input_per_million": price.cached_input_per_million,
+            "cache_write_input_per_million": price.cache_write_input_per_million,
             "output_per_million": price.output_per_million,
         }
         if row is None:

@@ -32,6 +32,35 @@ def test_cached_input_is_priced_at_its_own_rate_and_the_rest_at_the_input_rate()
     assert cost == Decimal("0.09") + Decimal("0.03") + Decimal("0.30")
 
 
+SONNET = Price(
+    input_per_million=Decimal("3"),
+    output_per_million=Decimal("15"),
+    cached_input_per_million=Decimal("0.3"),
+    cache_write_input_per_million=Decimal("3.75"),
+)
+
+
+def test_input_written_to_the_cache_is_priced_at_the_cache_write_rate() -> None:
+    cost = usage_cost(
+        price=SONNET,
+        input_tokens=1_000_000,
+        cached_input_tokens=500_000,
+        cache_write_input_tokens=200_000,
+        output_tokens=0,
+    )
+    # 300k x 3 + 500k x 0.3 + 200k x 3.75, per million.
+    assert cost == Decimal("0.9") + Decimal("0.15") + Decimal("0.75")
+    # Without a cache-write rate, the writes cost the input price; never more tokens than
+    # the input holds besides the cached ones.
+    assert usage_cost(
+        price=MINI,
+        input_tokens=100,
+        output_tokens=0,
+        cached_input_tokens=60,
+        cache_write_input_tokens=90,
+    ) == usage_cost(price=MINI, input_tokens=100, output_tokens=0, cached_input_tokens=60)
+
+
 def test_without_a_cached_rate_cached_input_costs_the_input_price() -> None:
     price = Price(input_per_million=Decimal("2"), output_per_million=Decimal("8"))
 
@@ -72,7 +101,9 @@ def test_price_for_model_exact_then_longest_prefix(model: str, expected: str | N
     assert (names[id(found)] if found is not None else None) == expected
 
 
-def _generation(model: str, *, input_tokens: int, output_tokens: int, parent: str) -> SpanRecord:
+def _generation(
+    model: str, *, input_tokens: int, output_tokens: int, parent: str, **usage: int
+) -> SpanRecord:
     return SpanRecord(
         key="g",
         span_id="1" * 16,
@@ -85,6 +116,7 @@ def _generation(model: str, *, input_tokens: int, output_tokens: int, parent: st
             attr.RESPONSE_MODEL: model,
             attr.USAGE_INPUT_TOKENS: input_tokens,
             attr.USAGE_OUTPUT_TOKENS: output_tokens,
+            **usage,
         },
     )
 
@@ -108,6 +140,24 @@ def test_spans_price_puts_cost_on_each_priced_call_and_the_sum_on_the_run() -> N
     assert root.attributes[attr.USAGE_COST] == pytest.approx(0.75)
 
 
+def test_spans_price_reads_the_cache_reads_and_writes_of_each_call() -> None:
+    root = SpanRecord(
+        key="run", span_id="0" * 16, parent_span_id="", kind="run", name="r", started_at=0.0
+    )
+    call = _generation(
+        "claude-sonnet-4-5",
+        input_tokens=1_000_000,
+        output_tokens=0,
+        parent=root.span_id,
+        **{
+            attr.USAGE_CACHE_READ_INPUT_TOKENS: 500_000,
+            attr.USAGE_CACHE_CREATION_INPUT_TOKENS: 200_000,
+        },
+    )
+
+    assert spans_price(records=[root, call], prices={"claude-sonnet-4-5": SONNET}) == Decimal("1.8")
+
+
 def test_spans_price_without_any_price_is_none() -> None:
     root = SpanRecord(
         key="run", span_id="0" * 16, parent_span_id="", kind="run", name="r", started_at=0.0
@@ -122,6 +172,13 @@ def test_prices_load_reads_the_admin_table() -> None:
     ModelPrice.objects.create(
         model="gpt-4o-mini", input_per_million="0.15", output_per_million="0.6"
     )
+    ModelPrice.objects.create(
+        model="claude-sonnet-4-5",
+        input_per_million="3",
+        cached_input_per_million="0.3",
+        cache_write_input_per_million="3.75",
+        output_per_million="15",
+    )
 
     prices = prices_load()
 
@@ -130,7 +187,8 @@ def test_prices_load_reads_the_admin_table() -> None:
             input_per_million=Decimal("0.150000"),
             output_per_million=Decimal("0.600000"),
             cached_input_per_million=None,
-        )
+        ),
+        "claude-sonnet-4-5": SONNET,
     }
 
 

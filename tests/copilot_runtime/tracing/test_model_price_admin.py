@@ -45,6 +45,7 @@ def test_prices_are_edited_in_the_list(admin_client: Client) -> None:
             "form-0-id": str(row.pk),
             "form-0-input_per_million": "3",
             "form-0-cached_input_per_million": "1.5",
+            "form-0-cache_write_input_per_million": "5",
             "form-0-output_per_million": "4",
             "_save": "Save",
         },
@@ -57,3 +58,4 @@ def test_prices_are_edited_in_the_list(admin_client: Client) -> None:
         Decimal("1.5"),
         Decimal(4),
     )
+    assert row.cache_write_input_per_million == Decimal(5)

@@ -22,6 +22,11 @@ def test_the_table_prices_the_providers_current_models() -> None:
         assert model in prices, model
         assert prices[model].input_per_million > 0 and prices[model].output_per_million > 0
     assert prices["gpt-4o"].input_per_million < prices["gpt-4o"].output_per_million
+    # Anthropic prices writes to its prompt cache above its input; OpenAI has no such price.
+    sonnet = prices["claude-sonnet-4-5"]
+    assert sonnet.cache_write_input_per_million is not None
+    assert sonnet.cache_write_input_per_million > sonnet.input_per_million
+    assert prices["gpt-4o"].cache_write_input_per_million is None
 
 
 def test_seeding_fills_refreshes_and_keeps_the_admins_prices() -> None:
@@ -42,10 +47,14 @@ def test_seeding_fills_refreshes_and_keeps_the_admins_prices() -> None:
     ModelPrice.objects.filter(model="model-b").update(
         input_per_million=Decimal("9"), source=PriceSource.ADMIN
     )
-    table[0] = TablePrice("model-a", Decimal("1.5"), Decimal("0.5"), Decimal("2"))
+    table[0] = TablePrice("model-a", Decimal("1.5"), Decimal("0.5"), Decimal("2"), Decimal("2.5"))
     second = seed_model_prices(prices=table)
     assert (second.created, second.updated, second.kept) == (0, 1, 1)
-    assert ModelPrice.objects.get(model="model-a").input_per_million == Decimal("1.5")
+    a = ModelPrice.objects.get(model="model-a")
+    assert (a.input_per_million, a.cache_write_input_per_million) == (
+        Decimal("1.5"),
+        Decimal("2.5"),
+    )
     assert ModelPrice.objects.get(model="model-b").input_per_million == Decimal("9")
     assert seed_model_prices(prices=table).updated == 0  # nothing changed: nothing written
 
