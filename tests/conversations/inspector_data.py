@@ -213,9 +213,11 @@ def inspected_thread_create(
     return InspectedThread(thread=thread, first_run=first, second_run=second)
 
 
-def big_thread_create(*, messages: int, runs: int, spans_per_run: int) -> Thread:
+def big_thread_create(
+    *, messages: int, runs: int, spans_per_run: int, spans_of_run: dict[int, int] | None = None
+) -> Thread:
     """A thread of ``messages`` messages over ``runs`` runs, each with ``spans_per_run`` spans
-    (bulk inserted)."""
+    but those ``spans_of_run`` names by index (bulk inserted)."""
     thread = Thread.objects.create(thread_id="big-thread", agent_name="default")
     now = timezone.now()
     run_rows = Run.objects.bulk_create(
@@ -253,7 +255,7 @@ def big_thread_create(*, messages: int, runs: int, spans_per_run: int) -> Thread
     spans = []
     for r, run in enumerate(run_rows):
         root = f"{r:08x}00000000"
-        for s in range(spans_per_run):
+        for s in range((spans_of_run or {}).get(r, spans_per_run)):
             spans.append(
                 Span(
                     trace_id=f"{r:032x}",

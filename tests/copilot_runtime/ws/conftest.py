@@ -108,7 +108,15 @@ class GraphQLSocket:
         return "next" if self.protocol == TRANSPORT else "data"
 
     async def connect(self) -> bool:
-        self.connected, detail = await self.communicator.connect(timeout=RECEIVE_TIMEOUT)
+        # asgiref's communicator raises an application's failure only once its own wait has
+        # timed out: the application's end is watched too, so a failure is raised at once.
+        connecting = asyncio.ensure_future(self.communicator.connect(timeout=RECEIVE_TIMEOUT))
+        application = self.communicator.future
+        await asyncio.wait({connecting, application}, return_when=asyncio.FIRST_COMPLETED)
+        if not connecting.done() and application.exception() is not None:
+            connecting.cancel()
+            application.result()  # raises the application's failure
+        self.connected, detail = await connecting
         if self.connected:
             self.subprotocol = detail
         else:
